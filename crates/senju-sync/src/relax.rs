@@ -1,0 +1,193 @@
+//! How a waiter passes the time: spin, yield, park, or a runtime's own hook.
+//!
+//! A lock that cannot be taken at once asks its [`Relax`] policy after every failed attempt
+//! whether to try again ([`Relax::relax`] relaxed and returned `true`) or to stop burning CPU
+//! and park in the kernel (`false`). The policy is a type parameter of the raw lock, so it costs
+//! nothing on the fast path and a user can plug in their own.
+//!
+//! Why spinning must be bounded: on a machine with fewer cores than threads the lock holder may
+//! be descheduled, and a waiter that spins or calls `sched_yield` in a loop only delays it
+//! (`sched_yield` is a hint that CFS and EEVDF are free to ignore). So the default,
+//! [`Adaptive`], spins for about two microseconds (measured in time, not in PAUSE instructions,
+//! whose cost differs tenfold between CPUs), yields a few times, and then parks.
+
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::primitive::{spin_loop, yield_now};
+
+/// A waiting strategy, chosen per lock type (`RawSpinRwLock<Spin>`, ...).
+///
+/// A fresh value (`Default`) is made for each wait; [`relax`](Relax::relax) is called once per
+/// failed attempt to take the lock.
+pub trait Relax: Default {
+    /// Waits a little and returns `true` to try the lock again, or returns `false` to ask the
+    /// lock to park the thread until the state it waits for changes.
+    ///
+    /// After a park the lock starts over with a fresh policy value.
+    fn relax(&mut self) -> bool;
+}
+
+/// The default: spin with exponential backoff for about [`Adaptive::SPIN_FOR`], then yield up
+/// to [`Adaptive::YIELDS`] times, then park.
+#[derive(Debug, Default)]
+pub struct Adaptive {
+    started: Option<Instant>,
+    spins: u32,
+    yields: u32,
+}
+
+impl Adaptive {
+    /// How long a waiter spins before it starts yielding.
+    pub const SPIN_FOR: Duration = Duration::from_micros(2);
+    /// How many times a waiter yields before it parks.
+    pub const YIELDS: u32 = 3;
+}
+
+impl Relax for Adaptive {
+    #[inline]
+    fn relax(&mut self) -> bool {
+        if cfg!(loom) {
+            // Under loom one turn of the model scheduler stands for the whole spin phase, so
+            // the model explores the park path too.
+            if self.spins == 0 {
+                self.spins = 1;
+                spin_loop();
+                return true;
+            }
+            return false;
+        }
+        let started = *self.started.get_or_insert_with(Instant::now);
+        if started.elapsed() < Self::SPIN_FOR {
+            // 2, 4, ... 64 PAUSEs per turn: short turns while the holder is likely to leave
+            // soon, fewer clock reads later.
+            self.spins = (self.spins + 1).min(6);
+            for _ in 0..(1u32 << self.spins) {
+                spin_loop();
+            }
+            return true;
+        }
+        if self.yields < Self::YIELDS {
+            self.yields += 1;
+            yield_now();
+            return true;
+        }
+        false
+    }
+}
+
+/// Spins forever and never parks: the lowest latency when every waiter has a core of its own,
+/// the worst choice when threads outnumber cores.
+#[derive(Debug, Default)]
+pub struct Spin;
+
+impl Relax for Spin {
+    #[inline]
+    fn relax(&mut self) -> bool {
+        spin_loop();
+        true
+    }
+}
+
+/// Calls `sched_yield` forever and never parks (Tkrzw's `SpinSharedMutex` waits this way).
+#[derive(Debug, Default)]
+pub struct Yield;
+
+impl Relax for Yield {
+    #[inline]
+    fn relax(&mut self) -> bool {
+        yield_now();
+        true
+    }
+}
+
+/// Parks at the first failed attempt: no spinning at all, for waits known to be long.
+#[derive(Debug, Default)]
+pub struct Park;
+
+impl Relax for Park {
+    #[inline]
+    fn relax(&mut self) -> bool {
+        false
+    }
+}
+
+/// A process-wide hook that a language runtime installs with [`set_relax_hook`], such as Go's
+/// `runtime.Gosched` or a fiber scheduler's yield; it is called with the number of earlier
+/// calls in this wait and returns `true` to retry or `false` to park.
+pub type RelaxHook = fn(attempt: u32) -> bool;
+
+static HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Installs the hook that [`Hooked`] calls (replacing any earlier one).
+pub fn set_relax_hook(hook: RelaxHook) {
+    // Release pairs with the Acquire load in `Hooked::relax`: a waiter that sees the pointer
+    // sees a valid function.
+    HOOK.store(hook as *mut (), Ordering::Release);
+}
+
+/// Removes the hook; [`Hooked`] then behaves as [`Adaptive`].
+pub fn clear_relax_hook() {
+    HOOK.store(core::ptr::null_mut(), Ordering::Release);
+}
+
+/// Calls the hook installed with [`set_relax_hook`]; behaves as [`Adaptive`] while none is set.
+#[derive(Debug, Default)]
+pub struct Hooked {
+    attempt: u32,
+    fallback: Adaptive,
+}
+
+impl Relax for Hooked {
+    #[inline]
+    fn relax(&mut self) -> bool {
+        // Acquire pairs with the Release store in `set_relax_hook`.
+        let hook = HOOK.load(Ordering::Acquire);
+        if hook.is_null() {
+            return self.fallback.relax();
+        }
+        // SAFETY: the only non-null values ever stored in HOOK are `RelaxHook` function
+        // pointers cast to `*mut ()` by `set_relax_hook`, and fn pointers and data pointers
+        // have the same size on every platform Rust supports.
+        let hook: RelaxHook = unsafe { core::mem::transmute::<*mut (), RelaxHook>(hook) };
+        let attempt = self.attempt;
+        self.attempt = self.attempt.saturating_add(1);
+        hook(attempt)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_ends_in_park() {
+        let mut relax = Adaptive::default();
+        let mut turns = 0u64;
+        while relax.relax() {
+            turns += 1;
+            assert!(turns < 10_000_000, "Adaptive never asked to park");
+        }
+        assert!(turns > Adaptive::YIELDS as u64);
+    }
+
+    #[test]
+    fn park_parks_at_once() {
+        assert!(!Park.relax());
+    }
+
+    #[test]
+    fn hook_is_called_with_attempt_numbers() {
+        fn hook(attempt: u32) -> bool {
+            attempt < 3
+        }
+        set_relax_hook(hook);
+        let mut relax = Hooked::default();
+        let mut calls = 0;
+        while relax.relax() {
+            calls += 1;
+        }
+        clear_relax_hook();
+        assert_eq!(calls, 3);
+    }
+}
