@@ -19,7 +19,7 @@ setup:
 ## The main job: the lock benchmark at 1, 2, 4 and 8 threads (until the database lands).
 run: setup
 	$(CARGO) build --release -q -p senju-bench --bin senju-lockbench
-	target/release/senju-lockbench --threads 1,2,4,8 --quick
+	target/release/senju-lockbench --threads 1,2,4,8
 
 ## Every test: formatting, lints, unit and integration tests, loom models, perf smoke runs.
 test: setup lint unit loom smoke
@@ -37,7 +37,7 @@ loom:
 
 smoke:
 	$(CARGO) build --release -q -p senju-bench --bin senju-lockbench
-	target/release/senju-lockbench --threads 1,2 --smoke
+	target/release/senju-lockbench --quick --threads 1,2
 
 ## The full lock benchmark of lab/0001-locks (minutes; not part of `make test`).
 bench-locks: setup

@@ -1,0 +1,189 @@
+//! Scenario 3, release and reacquire: T threads each lock, work about 1.5 µs, unlock and
+//! lock again at once, with nothing in between.
+//!
+//! This is founding document `003`'s GVL case: a barging lock lets the thread that just
+//! released it win again before a woken waiter runs, so one thread can keep the lock for long
+//! stretches. The result is each thread's share of the operations and min/max fairness.
+
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::peers::{BenchMutex, MutexPeer};
+use crate::rounds::{Padded, rotated};
+use crate::stats::{Spread, fairness};
+use crate::work::{Calibration, Shared};
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffParams {
+    /// Thread counts to try.
+    pub threads: Vec<usize>,
+    /// Work under the lock, in nanoseconds.
+    pub cs_ns: u64,
+    /// How long each run lasts, in milliseconds.
+    pub duration_ms: u64,
+    /// How many times every (lock, threads) pair runs.
+    pub rounds: usize,
+}
+
+impl Default for HandoffParams {
+    /// Threads {2, 4, 8, 16}, 1.5 µs under the lock, 200 ms per run, 1 round.
+    fn default() -> Self {
+        Self { threads: vec![2, 4, 8, 16], cs_ns: 1500, duration_ms: 200, rounds: 1 }
+    }
+}
+
+/// One run as the worker function sees it.
+#[derive(Debug, Clone)]
+pub struct HandoffSpec {
+    /// Threads.
+    pub threads: usize,
+    /// Loop turns under the lock.
+    pub cs_turns: u64,
+    /// How long the run lasts.
+    pub duration: Duration,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRun {
+    /// Wall time from the start signal to the stop signal, in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Lock holds completed by each thread.
+    pub per_thread_ops: Vec<u64>,
+    /// Lost writes at the end: 0 for a correct lock.
+    pub violations: u64,
+}
+
+impl HandoffRun {
+    /// Lock holds per second, all threads together.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.per_thread_ops.iter().sum::<u64>() as f64 * 1e9 / self.elapsed_ns.max(1) as f64
+    }
+
+    /// Each thread's share of all holds (sums to 1; all 0 if nothing ran).
+    pub fn shares(&self) -> Vec<f64> {
+        let total = self.per_thread_ops.iter().sum::<u64>().max(1) as f64;
+        self.per_thread_ops.iter().map(|&n| n as f64 / total).collect()
+    }
+}
+
+/// One lock with one thread count, over all rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRow {
+    /// The lock's name.
+    pub peer: String,
+    /// Whether the lock is one of senju's.
+    pub senju: bool,
+    /// Threads.
+    pub threads: usize,
+    /// One run per round.
+    pub runs: Vec<HandoffRun>,
+    /// Total holds per second.
+    pub ops_per_sec: Spread,
+    /// Min/max of per-thread holds.
+    pub fairness: Spread,
+    /// Per-thread shares (thread order) of the round whose fairness is the median one.
+    pub median_round_shares: Vec<f64>,
+    /// Lost writes over all rounds (must be 0).
+    pub violations: u64,
+}
+
+/// The whole scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffReport {
+    /// What was run.
+    pub params: HandoffParams,
+    /// One row per lock × thread count.
+    pub rows: Vec<HandoffRow>,
+}
+
+/// Runs release-and-reacquire for every mutex peer and thread count.
+pub fn release_and_reacquire(
+    params: &HandoffParams,
+    peers: &[MutexPeer],
+    calibration: &Calibration,
+    progress: &mut dyn FnMut(&str),
+) -> HandoffReport {
+    let mut runs: Vec<Vec<Vec<HandoffRun>>> =
+        vec![vec![Vec::new(); params.threads.len()]; peers.len()];
+    let order: Vec<usize> = (0..peers.len()).collect();
+    for round in 0..params.rounds {
+        for (ti, &threads) in params.threads.iter().enumerate() {
+            for p in rotated(&order, round + ti) {
+                progress(&format!(
+                    "handoff round {}/{} T={} {}",
+                    round + 1,
+                    params.rounds,
+                    threads,
+                    peers[p].name
+                ));
+                let spec = HandoffSpec {
+                    threads,
+                    cs_turns: calibration.turns(params.cs_ns),
+                    duration: Duration::from_millis(params.duration_ms),
+                };
+                runs[p][ti].push((peers[p].handoff)(&spec));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (p, peer) in peers.iter().enumerate() {
+        for (ti, &threads) in params.threads.iter().enumerate() {
+            let runs = std::mem::take(&mut runs[p][ti]);
+            let mut by_fairness: Vec<&HandoffRun> = runs.iter().collect();
+            by_fairness.sort_by(|a, b| {
+                fairness(&a.per_thread_ops).total_cmp(&fairness(&b.per_thread_ops))
+            });
+            let median_round_shares =
+                by_fairness.get(by_fairness.len() / 2).map(|r| r.shares()).unwrap_or_default();
+            rows.push(HandoffRow {
+                peer: peer.name.to_string(),
+                senju: peer.senju,
+                threads,
+                ops_per_sec: Spread::of(runs.iter().map(HandoffRun::ops_per_sec)),
+                fairness: Spread::of(runs.iter().map(|r| fairness(&r.per_thread_ops))),
+                median_round_shares,
+                violations: runs.iter().map(|r| r.violations).sum(),
+                runs,
+            });
+        }
+    }
+    HandoffReport { params: params.clone(), rows }
+}
+
+/// Runs release-and-reacquire once for mutex type `M`.
+pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun {
+    let lock = Padded(M::new(Shared::default()));
+    let stop = Padded(AtomicBool::new(false));
+    let start = Barrier::new(spec.threads + 1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..spec.threads)
+            .map(|_| {
+                let (lock, stop, start) = (&lock.0, &stop.0, &start);
+                s.spawn(move || {
+                    let mut ops = 0u64;
+                    start.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        lock.lock(|d| d.write(spec.cs_turns));
+                        ops += 1;
+                    }
+                    ops
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        std::thread::sleep(spec.duration);
+        stop.0.store(true, Ordering::Relaxed);
+        let elapsed_ns = t0.elapsed().as_nanos() as u64;
+        let per_thread_ops: Vec<u64> =
+            workers.into_iter().map(|w| w.join().expect("handoff worker panicked")).collect();
+        let version = lock.0.lock(|d| d.version());
+        let violations = per_thread_ops.iter().sum::<u64>().abs_diff(version);
+        HandoffRun { elapsed_ns, per_thread_ops, violations }
+    })
+}
