@@ -30,10 +30,14 @@
 //! assert_eq!(*counter.lock(), 4);
 //! ```
 
+mod fair_rwlock;
+mod mutex;
 mod primitive;
 pub mod relax;
 mod spin_rwlock;
 
+pub use fair_rwlock::{MAX_FAIR_READERS, RawFairRwLock};
+pub use mutex::RawMutex;
 pub use relax::{Adaptive, Hooked, Park, Relax, Spin, Yield};
 pub use spin_rwlock::{MAX_READERS, RawSpinRwLock};
 
@@ -46,3 +50,39 @@ pub type SpinRwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawSpinRwLoc
 /// A write guard of [`SpinRwLock`].
 #[cfg(not(loom))]
 pub type SpinRwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawSpinRwLock, T>;
+
+/// A reader-writer lock on [`RawFairRwLock`] (phase-fair: a reader waits at most one write
+/// phase, writers in arrival order; upgradable reads; spins briefly, then parks).
+#[cfg(not(loom))]
+pub type FairRwLock<T> = lock_api::RwLock<RawFairRwLock, T>;
+/// A read guard of [`FairRwLock`].
+#[cfg(not(loom))]
+pub type FairRwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawFairRwLock, T>;
+/// A write guard of [`FairRwLock`].
+#[cfg(not(loom))]
+pub type FairRwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawFairRwLock, T>;
+/// An upgradable read guard of [`FairRwLock`].
+#[cfg(not(loom))]
+pub type FairRwLockUpgradableReadGuard<'a, T> =
+    lock_api::RwLockUpgradableReadGuard<'a, RawFairRwLock, T>;
+
+/// The general-purpose reader-writer lock: [`FairRwLock`], since no side can starve.
+#[cfg(not(loom))]
+pub type RwLock<T> = FairRwLock<T>;
+/// A read guard of [`RwLock`].
+#[cfg(not(loom))]
+pub type RwLockReadGuard<'a, T> = FairRwLockReadGuard<'a, T>;
+/// A write guard of [`RwLock`].
+#[cfg(not(loom))]
+pub type RwLockWriteGuard<'a, T> = FairRwLockWriteGuard<'a, T>;
+/// An upgradable read guard of [`RwLock`].
+#[cfg(not(loom))]
+pub type RwLockUpgradableReadGuard<'a, T> = FairRwLockUpgradableReadGuard<'a, T>;
+
+/// A mutex on [`RawMutex`] (barging; after 8 bypasses the lock is handed to a waiter; spins
+/// briefly, then parks).
+#[cfg(not(loom))]
+pub type Mutex<T> = lock_api::Mutex<RawMutex, T>;
+/// A guard of [`Mutex`].
+#[cfg(not(loom))]
+pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;

@@ -79,13 +79,6 @@ pub(crate) mod park {
             unsafe { parking_lot_core::unpark_one(key, callback) }
         }
 
-        /// Wakes every thread parked on `key`; returns how many were woken.
-        #[inline]
-        pub(crate) fn unpark_all(key: usize, token: UnparkToken) -> usize {
-            // SAFETY: the key belongs to the caller's lock (see `park`).
-            unsafe { parking_lot_core::unpark_all(key, token) }
-        }
-
         /// Wakes the threads parked on `key` that `filter` selects, in queue order;
         /// `callback` runs with the queue locked before any of them wakes.
         #[inline]
@@ -168,10 +161,6 @@ pub(crate) mod park {
                 },
                 callback,
             )
-        }
-
-        pub(crate) fn unpark_all(key: usize, token: UnparkToken) -> usize {
-            unpark_filter(key, |_| FilterOp::Unpark, |_| token).unparked_threads
         }
 
         pub(crate) fn unpark_filter(

@@ -427,21 +427,19 @@ mod tests {
         lock.lock_shared();
         assert!(lock.try_lock_shared());
         assert!(!lock.try_lock_exclusive());
-        // SAFETY: two shared holds taken above.
-        unsafe {
-            lock.unlock_shared();
-            lock.unlock_shared();
-        }
+        // SAFETY: two shared holds were taken above; this gives back the first.
+        unsafe { lock.unlock_shared() };
+        // SAFETY: and this the second.
+        unsafe { lock.unlock_shared() };
         assert!(lock.try_lock_exclusive());
         assert!(!lock.try_lock_shared());
         // SAFETY: exclusive hold taken above.
         unsafe { lock.downgrade() };
         assert!(lock.try_lock_shared());
-        // SAFETY: two shared holds (downgraded + try).
-        unsafe {
-            lock.unlock_shared();
-            lock.unlock_shared();
-        }
+        // SAFETY: two shared holds: the downgraded one and the `try_lock_shared` above.
+        unsafe { lock.unlock_shared() };
+        // SAFETY: see above.
+        unsafe { lock.unlock_shared() };
         assert_eq!(lock.state.load(Ordering::Relaxed), 0);
     }
 }

@@ -1,0 +1,435 @@
+//! `FairRwLock` on real threads: exclusion under a mix of every operation, a reader relay that
+//! must not keep a writer out, and phase fairness checked by counting (never by timing).
+//!
+//! Every wait here is a handshake on atomics; the only clock is a watchdog that aborts the
+//! process after about a minute so that a broken lock fails loudly instead of hanging.
+#![cfg(not(loom))]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use senju_sync::{FairRwLock, FairRwLockUpgradableReadGuard, FairRwLockWriteGuard, RawFairRwLock};
+
+/// Aborts the process with `what` if the returned flag is not set within about 60 s.
+fn watchdog(what: &'static str) -> Arc<AtomicBool> {
+    let finished = Arc::new(AtomicBool::new(false));
+    let flag = finished.clone();
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        while !flag.load(SeqCst) {
+            if start.elapsed() > Duration::from_secs(60) {
+                // Straight to the stderr handle: libtest captures `eprintln!`, and the
+                // capture is lost when the process aborts.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "watchdog: {what} did not finish within 60 s; the lock hangs"
+                );
+                std::process::abort();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    finished
+}
+
+/// Waits (spinning, then yielding: this machine has 2 cores) until `cond` holds.
+fn wait_for(mut cond: impl FnMut() -> bool) {
+    let mut turns = 0u32;
+    while !cond() {
+        if turns < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        turns = turns.saturating_add(1);
+    }
+}
+
+fn raw<T>(lock: &FairRwLock<T>) -> &RawFairRwLock {
+    // SAFETY: the raw lock is only used for its read-only diagnostics, never to lock or
+    // unlock behind the guards' back.
+    unsafe { lock.raw() }
+}
+
+/// Who is inside the critical section right now.
+#[derive(Default)]
+struct Occupancy {
+    readers: AtomicUsize,
+    upgradable: AtomicUsize,
+    writers: AtomicUsize,
+}
+
+impl Occupancy {
+    fn enter_read(&self) {
+        self.readers.fetch_add(1, SeqCst);
+        assert_eq!(self.writers.load(SeqCst), 0, "a reader is inside with a writer");
+    }
+    fn leave_read(&self) {
+        self.readers.fetch_sub(1, SeqCst);
+    }
+    fn enter_upgradable(&self) {
+        assert_eq!(self.upgradable.fetch_add(1, SeqCst), 0, "two upgradable readers inside");
+        assert_eq!(self.writers.load(SeqCst), 0, "an upgradable reader is inside with a writer");
+    }
+    fn leave_upgradable(&self) {
+        self.upgradable.fetch_sub(1, SeqCst);
+    }
+    fn enter_write(&self) {
+        assert_eq!(self.writers.fetch_add(1, SeqCst), 0, "two writers inside");
+        assert_eq!(self.readers.load(SeqCst), 0, "a writer is inside with readers");
+        assert_eq!(self.upgradable.load(SeqCst), 0, "a writer is inside with an upgradable reader");
+    }
+    fn leave_write(&self) {
+        self.writers.fetch_sub(1, SeqCst);
+    }
+}
+
+/// The protected value: writers bump both halves, readers check they match (a torn or racing
+/// write shows up as a mismatch).
+type Pair = (u64, u64);
+
+fn check(pair: &Pair) {
+    assert_eq!(pair.0, pair.1, "a reader saw a half-done write");
+}
+
+fn bump(pair: &mut Pair) {
+    pair.0 += 1;
+    std::hint::black_box(&mut *pair);
+    pair.1 += 1;
+}
+
+#[test]
+fn eight_threads_mixing_every_operation_keep_exclusion() {
+    const THREADS: u64 = 8;
+    const OPS: u64 = if cfg!(debug_assertions) { 3_000 } else { 20_000 };
+    let finished = watchdog("the mixed-operation test");
+    let lock = FairRwLock::new((0u64, 0u64));
+    let occ = Occupancy::default();
+    let writes = AtomicU64::new(0);
+    let tries = [const { AtomicU64::new(0) }; 2];
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (lock, occ, writes, tries) = (&lock, &occ, &writes, &tries);
+            s.spawn(move || {
+                let mut rng =
+                    0x9E37_79B9_7F4A_7C15u64 ^ (t + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                for _ in 0..OPS {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    match rng % 11 {
+                        0 => {
+                            let g = lock.read();
+                            occ.enter_read();
+                            check(&g);
+                            occ.leave_read();
+                        }
+                        1 => {
+                            tries[0].fetch_add(1, SeqCst);
+                            if let Some(g) = lock.try_read() {
+                                tries[1].fetch_add(1, SeqCst);
+                                occ.enter_read();
+                                check(&g);
+                                occ.leave_read();
+                            }
+                        }
+                        2 => {
+                            let mut g = lock.write();
+                            occ.enter_write();
+                            bump(&mut g);
+                            writes.fetch_add(1, SeqCst);
+                            occ.leave_write();
+                        }
+                        3 => {
+                            if let Some(mut g) = lock.try_write() {
+                                occ.enter_write();
+                                bump(&mut g);
+                                writes.fetch_add(1, SeqCst);
+                                occ.leave_write();
+                            }
+                        }
+                        4 => {
+                            let g = lock.upgradable_read();
+                            occ.enter_upgradable();
+                            check(&g);
+                            occ.leave_upgradable();
+                        }
+                        5 => {
+                            let g = lock.upgradable_read();
+                            occ.enter_upgradable();
+                            check(&g);
+                            occ.leave_upgradable();
+                            let mut g = FairRwLockUpgradableReadGuard::upgrade(g);
+                            occ.enter_write();
+                            bump(&mut g);
+                            writes.fetch_add(1, SeqCst);
+                            occ.leave_write();
+                        }
+                        6 => {
+                            if let Some(g) = lock.try_upgradable_read() {
+                                occ.enter_upgradable();
+                                check(&g);
+                                occ.leave_upgradable();
+                                match FairRwLockUpgradableReadGuard::try_upgrade(g) {
+                                    Ok(mut g) => {
+                                        occ.enter_write();
+                                        bump(&mut g);
+                                        writes.fetch_add(1, SeqCst);
+                                        occ.leave_write();
+                                    }
+                                    Err(g) => {
+                                        occ.enter_upgradable();
+                                        check(&g);
+                                        occ.leave_upgradable();
+                                    }
+                                }
+                            }
+                        }
+                        7 => {
+                            let mut g = lock.write();
+                            occ.enter_write();
+                            bump(&mut g);
+                            writes.fetch_add(1, SeqCst);
+                            occ.leave_write();
+                            let g = FairRwLockWriteGuard::downgrade(g);
+                            occ.enter_read();
+                            check(&g);
+                            occ.leave_read();
+                        }
+                        8 => {
+                            let g = lock.upgradable_read();
+                            occ.enter_upgradable();
+                            check(&g);
+                            occ.leave_upgradable();
+                            let g = FairRwLockUpgradableReadGuard::downgrade(g);
+                            occ.enter_read();
+                            check(&g);
+                            occ.leave_read();
+                        }
+                        9 => {
+                            let mut g = lock.write();
+                            occ.enter_write();
+                            bump(&mut g);
+                            writes.fetch_add(1, SeqCst);
+                            occ.leave_write();
+                            let g = FairRwLockWriteGuard::downgrade_to_upgradable(g);
+                            occ.enter_upgradable();
+                            check(&g);
+                            occ.leave_upgradable();
+                            let mut g = FairRwLockUpgradableReadGuard::upgrade(g);
+                            occ.enter_write();
+                            bump(&mut g);
+                            writes.fetch_add(1, SeqCst);
+                            occ.leave_write();
+                        }
+                        _ => {
+                            let mut g = lock.upgradable_read();
+                            occ.enter_upgradable();
+                            check(&g);
+                            occ.leave_upgradable();
+                            g.with_upgraded(|v| {
+                                occ.enter_write();
+                                bump(v);
+                                writes.fetch_add(1, SeqCst);
+                                occ.leave_write();
+                            });
+                        }
+                    }
+                }
+            });
+        }
+    });
+    finished.store(true, SeqCst);
+    let pair = lock.into_inner();
+    assert_eq!(pair.0, writes.load(SeqCst), "a write was lost");
+    check(&pair);
+    assert!(tries[0].load(SeqCst) > 0 && tries[1].load(SeqCst) > 0, "try_read never ran");
+}
+
+/// Readers pass the read lock hand to hand, so the reader count never reaches zero on its
+/// own; a writer arrives. A reader-preferring lock never lets it in (the watchdog fires);
+/// here the writer's mark holds back every reader that starts after it.
+#[test]
+fn reader_relay_cannot_keep_a_writer_out() {
+    const RELAY: u64 = 3;
+    const WARM_UP: u64 = 200;
+    const AFTER: u64 = 200;
+
+    #[derive(Default)]
+    struct Relay {
+        /// The hand-off whose reader may now call `read()`.
+        may_begin: AtomicU64,
+        /// The last hand-off whose reader has started its `read()` call (plus one).
+        began: AtomicU64,
+        /// The last hand-off whose reader is inside (plus one).
+        entered: AtomicU64,
+        /// Relay readers inside the lock.
+        inside: AtomicUsize,
+        writer_done: AtomicBool,
+        stop: AtomicBool,
+        /// Readers that started after the writer's mark was visible and entered before it.
+        late_entries: AtomicUsize,
+        /// Hand-offs where a reader let go before its successor was in (writer waiting).
+        held_back: AtomicUsize,
+        /// Hand-offs done in all.
+        handoffs: AtomicU64,
+    }
+
+    let finished = watchdog("the reader relay (the writer never got in?)");
+    let lock = FairRwLock::new(0u64);
+    let relay = Relay::default();
+    let writer_at = AtomicU64::new(u64::MAX);
+    std::thread::scope(|s| {
+        for first in 0..RELAY {
+            let (lock, relay) = (&lock, &relay);
+            s.spawn(move || {
+                let mut k = first;
+                loop {
+                    wait_for(|| relay.may_begin.load(SeqCst) >= k || relay.stop.load(SeqCst));
+                    if relay.stop.load(SeqCst) {
+                        return;
+                    }
+                    let after_mark = raw(lock).is_writer_waiting();
+                    relay.began.store(k + 1, SeqCst);
+                    let g = lock.read();
+                    if after_mark && !relay.writer_done.load(SeqCst) {
+                        relay.late_entries.fetch_add(1, SeqCst);
+                    }
+                    relay.inside.fetch_add(1, SeqCst);
+                    relay.entered.store(k + 1, SeqCst);
+                    relay.may_begin.store(k + 1, SeqCst);
+                    // Hold on until the successor is inside, unless the lock holds it back
+                    // for a waiting writer (then waiting would deadlock by design).
+                    wait_for(|| {
+                        relay.entered.load(SeqCst) >= k + 2
+                            || relay.stop.load(SeqCst)
+                            || (relay.began.load(SeqCst) >= k + 2
+                                && raw(lock).is_writer_waiting()
+                                && {
+                                    relay.held_back.fetch_add(1, SeqCst);
+                                    true
+                                })
+                    });
+                    std::hint::black_box(*g);
+                    relay.inside.fetch_sub(1, SeqCst);
+                    relay.handoffs.fetch_add(1, SeqCst);
+                    drop(g);
+                    k += RELAY;
+                }
+            });
+        }
+        let (lock, relay, writer_at) = (&lock, &relay, &writer_at);
+        s.spawn(move || {
+            wait_for(|| relay.entered.load(SeqCst) >= WARM_UP);
+            let mut g = lock.write();
+            assert_eq!(relay.inside.load(SeqCst), 0, "the writer is inside with relay readers");
+            *g += 1;
+            writer_at.store(relay.entered.load(SeqCst), SeqCst);
+            relay.writer_done.store(true, SeqCst);
+        });
+        wait_for(|| relay.writer_done.load(SeqCst));
+        let at = writer_at.load(SeqCst);
+        // The relay must go on after the writer: its held-back reader gets in.
+        wait_for(|| relay.entered.load(SeqCst) >= at + AFTER);
+        relay.stop.store(true, SeqCst);
+    });
+    finished.store(true, SeqCst);
+    assert_eq!(*lock.read(), 1, "the writer never wrote");
+    assert_eq!(
+        relay.late_entries.load(SeqCst),
+        0,
+        "a reader that came after the writer's mark entered first"
+    );
+    assert!(
+        relay.held_back.load(SeqCst) >= 1,
+        "the writer got in without the relay being held back"
+    );
+    assert!(writer_at.load(SeqCst) >= WARM_UP);
+    assert!(relay.handoffs.load(SeqCst) >= WARM_UP + AFTER);
+}
+
+/// Phase fairness by counting: while a writer holds the lock, writers, upgradable readers and
+/// readers queue in a known order (each arrival confirmed through the lock's diagnostics
+/// before the next starts). Then the writer leaves. Turn holders must get the lock in arrival
+/// order, and every queued reader must enter after exactly one write phase, although writers
+/// that arrived before it are still queued.
+#[test]
+fn writers_in_arrival_order_and_readers_wait_one_write_phase() {
+    const ROUNDS: usize = if cfg!(debug_assertions) { 30 } else { 100 };
+    let finished = watchdog("the phase-fairness test");
+    let lock = FairRwLock::new(());
+    // Completed write phases (bumped by each writer just before it unlocks).
+    let phases = AtomicUsize::new(0);
+    let mut max_phases_waited = 0;
+    let mut readers_seen = 0;
+    for round in 0..ROUNDS {
+        // A different queue each round: bits of `round` pick W (writer), U (upgradable reader
+        // that upgrades), R (reader).
+        let pattern: Vec<u8> = (0..7)
+            .map(|i| match (round.wrapping_mul(2654435761) >> (3 * i)) % 3 {
+                0 => b'W',
+                1 => b'U',
+                _ => b'R',
+            })
+            .collect();
+        let turns = Mutex::new(Vec::new());
+        let waited = Mutex::new(Vec::new());
+        let holder = lock.write();
+        let base = phases.load(SeqCst);
+        let mut arrivals = Vec::new();
+        std::thread::scope(|s| {
+            let (mut queued, mut readers) = (1, 0);
+            for (id, &kind) in pattern.iter().enumerate() {
+                let (lock, phases, turns, waited) = (&lock, &phases, &turns, &waited);
+                match kind {
+                    b'W' => {
+                        s.spawn(move || {
+                            let _g = lock.write();
+                            turns.lock().unwrap().push(id);
+                            phases.fetch_add(1, SeqCst);
+                        });
+                        queued += 1;
+                        arrivals.push(id);
+                        wait_for(|| raw(lock).queued_writers() == queued);
+                    }
+                    b'U' => {
+                        s.spawn(move || {
+                            let g = lock.upgradable_read();
+                            turns.lock().unwrap().push(id);
+                            let _g = FairRwLockUpgradableReadGuard::upgrade(g);
+                            phases.fetch_add(1, SeqCst);
+                        });
+                        queued += 1;
+                        arrivals.push(id);
+                        wait_for(|| raw(lock).queued_writers() == queued);
+                    }
+                    _ => {
+                        s.spawn(move || {
+                            let _g = lock.read();
+                            waited.lock().unwrap().push(phases.load(SeqCst) - base);
+                        });
+                        readers += 1;
+                        wait_for(|| raw(lock).registered_readers() == readers);
+                    }
+                }
+            }
+            phases.fetch_add(1, SeqCst);
+            drop(holder);
+        });
+        assert_eq!(
+            *turns.lock().unwrap(),
+            arrivals,
+            "writers bypassed in round {round} ({pattern:?})"
+        );
+        for &w in waited.lock().unwrap().iter() {
+            assert_eq!(w, 1, "a reader waited {w} write phases in round {round} ({pattern:?})");
+            max_phases_waited = max_phases_waited.max(w);
+            readers_seen += 1;
+        }
+    }
+    finished.store(true, SeqCst);
+    assert!(readers_seen > ROUNDS, "too few queued readers to say anything");
+    assert!(max_phases_waited <= 1);
+}
