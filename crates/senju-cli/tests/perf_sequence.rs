@@ -1,0 +1,80 @@
+//! `senju perf sequence` runs with a few iterations and prints Tkrzw's lines.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_senju")).args(args).output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn done_line<'a>(out: &'a str, phase: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("{phase} done: ")))
+        .unwrap_or_else(|| panic!("no {phase} line in\n{out}"))
+}
+
+#[test]
+fn sequence_on_a_file_prints_every_phase() {
+    let dir = std::env::temp_dir().join(format!("senju-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("perf.sj");
+    let out = run(&[
+        "perf",
+        "sequence",
+        "--path",
+        path.to_str().unwrap(),
+        "--iter",
+        "2000",
+        "--threads",
+        "3",
+        "--buckets",
+        "100",
+        "--validate",
+    ]);
+    let set = done_line(&out, "Setting");
+    assert!(set.contains("num_records=6000 qps="), "{set}");
+    assert!(set.contains(" elapsed_time=") && set.contains(" mem="), "{set}");
+    assert!(done_line(&out, "Getting").contains("num_records=6000"));
+    assert!(done_line(&out, "Iterating").contains("num_records=6000"));
+    assert!(done_line(&out, "Removing").contains("num_records=0 "));
+    assert!(out.contains("Setting: impl=file num_iterations=2000 value_size=8 num_threads=3"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sequence_in_memory_with_random_keys_and_values() {
+    let out = run(&[
+        "perf",
+        "sequence",
+        "--dbm",
+        "memory",
+        "--iter",
+        "1000",
+        "--threads",
+        "2",
+        "--random_key",
+        "--random_value",
+        "--size",
+        "20",
+    ]);
+    assert!(out.contains("Setting: impl=memory"));
+    assert!(done_line(&out, "Removing").contains("qps="));
+}
+
+#[test]
+fn set_only_runs_one_phase_and_bad_flags_fail() {
+    let out = run(&["perf", "sequence", "--dbm", "memory", "--iter", "10", "--set_only"]);
+    assert!(out.contains("Setting done: ") && !out.contains("Getting"));
+    let bad = Command::new(env!("CARGO_BIN_EXE_senju"))
+        .args(["perf", "sequence", "--bogus"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown option: --bogus"));
+}

@@ -1,0 +1,303 @@
+//! Options and the open procedure.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+use crate::db::Db;
+use crate::error::OpenError;
+use crate::file_lock;
+use crate::format::{
+    self, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DIR_ENTRY_LEN, DirEntry, FLAG_CLEAN, HEADER_LEN,
+    Header, HeaderError, MAX_FILE_LEN, PAGE, VERSION,
+};
+use crate::recovery;
+use crate::region::Region;
+use crate::shard::{CacheLine, Ctx, Shard};
+use crate::table::TableRef;
+
+/// Options for opening or creating a database.
+///
+/// | option | default | saved in the file? |
+/// |---|---|---|
+/// | [`shards`](Builder::shards) | 1024 | yes: fixed when the file is created, ignored afterwards |
+/// | [`max_size`](Builder::max_size) | 256 GiB | no: chosen at each open |
+/// | [`create`](Builder::create) | `true` | no |
+/// | [`truncate`](Builder::truncate) | `false` | no |
+/// | [`capacity_hint`](Builder::capacity_hint) | 0 (none) | no |
+///
+/// There is no bucket count to guess: each shard's index grows with its data.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("senju-doc-builder-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let db = senju::Db::builder().shards(64).truncate(true).open(dir.join("b.sj"))?;
+/// db.set(b"k", b"v")?;
+/// # drop(db); std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), senju::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    shards: u32,
+    max_size: u64,
+    create: bool,
+    truncate: bool,
+    capacity_hint: u64,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            shards: 1024,
+            max_size: 256 << 30,
+            create: true,
+            truncate: false,
+            capacity_hint: 0,
+        }
+    }
+}
+
+impl Builder {
+    /// The default options.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Number of shards (a power of two, 1 to 65536): independent slices of the key space,
+    /// each with its own lock, index and space. More shards mean less contention between
+    /// writers and shorter index growth pauses; each costs 128 bytes of memory and at least
+    /// two pages of file once written to. Saved in the file when it is created.
+    pub fn shards(mut self, n: u32) -> Builder {
+        self.shards = n;
+        self
+    }
+
+    /// The largest the file may grow to, in bytes (at most 8 TiB). This much address space
+    /// is reserved (not allocated) at open, so the map never moves. Not saved.
+    pub fn max_size(mut self, bytes: u64) -> Builder {
+        self.max_size = bytes;
+        self
+    }
+
+    /// Whether to create the file if it does not exist.
+    pub fn create(mut self, yes: bool) -> Builder {
+        self.create = yes;
+        self
+    }
+
+    /// Whether to discard the file's contents and start empty.
+    pub fn truncate(mut self, yes: bool) -> Builder {
+        self.truncate = yes;
+        self
+    }
+
+    /// Records you expect (optional): each shard's first index table is sized so that this
+    /// many records fit without the table growing. Tables grow with the data anyway; the
+    /// hint only saves the early doublings. Not saved.
+    pub fn capacity_hint(mut self, records: u64) -> Builder {
+        self.capacity_hint = records;
+        self
+    }
+
+    /// log2 of the first table size that holds `capacity_hint / shards` records.
+    fn first_table_log2(&self) -> u8 {
+        let per_shard = self.capacity_hint / u64::from(self.shards.max(1));
+        let mut log2 = 0u8;
+        while log2 < 32 && per_shard * 16 > (1u64 << log2) * 10 {
+            log2 += 1;
+        }
+        log2
+    }
+
+    fn check(&self) -> Result<u32, OpenError> {
+        if !self.shards.is_power_of_two() || self.shards > 1 << Header::MAX_SHARD_BITS {
+            return Err(OpenError::InvalidOption {
+                name: "shards",
+                reason: format!("{} is not a power of two from 1 to 65536", self.shards),
+            });
+        }
+        if self.max_size > MAX_FILE_LEN || self.max_size < 1 << 20 {
+            return Err(OpenError::InvalidOption {
+                name: "max_size",
+                reason: format!("{} is not between 1 MiB and 8 TiB", self.max_size),
+            });
+        }
+        Ok(self.shards.trailing_zeros())
+    }
+
+    /// Opens (or creates) the database file at `path` for reading and writing, taking the
+    /// advisory writer lock. Recovers automatically if the file was not closed cleanly.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Db, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let shard_bits = self.check()?;
+        let io_err = |source| OpenError::Io { path: path.clone(), source };
+        let file = match OpenOptions::new().read(true).write(true).create(self.create).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(OpenError::NotFound { path });
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        if !file_lock::try_lock_exclusive(&file).map_err(io_err)? {
+            let mut b = [0u8; HEADER_LEN];
+            let pid = match file.read_at(&mut b, 0) {
+                Ok(HEADER_LEN) if b[..8] == format::MAGIC => {
+                    Some(u32::from_le_bytes(b[20..24].try_into().expect("4 bytes")))
+                }
+                _ => None,
+            };
+            return Err(OpenError::Locked { path, pid });
+        }
+        if self.truncate {
+            file.set_len(0).map_err(io_err)?;
+        }
+        open_file(file, Some(path), shard_bits, self.max_size, self.first_table_log2())
+    }
+
+    /// Creates an empty database in anonymous memory: the same engine and format, nothing
+    /// written to disk, gone when the handle is dropped.
+    pub fn memory(self) -> Result<Db, OpenError> {
+        let shard_bits = self.check()?;
+        let file =
+            file_lock::memfd().map_err(|source| OpenError::Io { path: PathBuf::new(), source })?;
+        open_file(file, None, shard_bits, self.max_size, self.first_table_log2())
+    }
+}
+
+/// Everything after the lock: read or create the header, map, load or recover, mark dirty.
+fn open_file(
+    file: File,
+    path: Option<PathBuf>,
+    shard_bits: u32,
+    max_size: u64,
+    first_table_log2: u8,
+) -> Result<Db, OpenError> {
+    let shown = path.clone().unwrap_or_default();
+    let io_err = |source| OpenError::Io { path: shown.clone(), source };
+    let mut len = file.metadata().map_err(io_err)?.len();
+    let header = if len == 0 {
+        let start = format::data_start(shard_bits);
+        let h = Header {
+            version: VERSION,
+            flags: 0,
+            shard_bits,
+            pid: std::process::id(),
+            data_start: start,
+            data_end: start,
+            salt: file_lock::random_u64(),
+            generation: 0,
+        };
+        file.set_len(start).map_err(io_err)?;
+        file.write_all_at(&h.encode(), 0).map_err(io_err)?;
+        len = start;
+        h
+    } else {
+        let mut b = [0u8; HEADER_LEN];
+        let n = file.read_at(&mut b, 0).map_err(io_err)?;
+        match Header::decode(&b[..n]) {
+            Ok(h) => h,
+            Err(HeaderError::Magic) if n < HEADER_LEN && b[..n] == format::MAGIC[..n.min(8)] => {
+                return Err(OpenError::Corrupted { offset: n as u64, what: "file cut short" });
+            }
+            Err(HeaderError::Magic) => return Err(OpenError::NotADatabase { path: shown }),
+            Err(HeaderError::Version(found)) => {
+                return Err(OpenError::UnsupportedVersion {
+                    path: shown,
+                    found,
+                    supported: VERSION,
+                });
+            }
+            Err(HeaderError::Checksum) => {
+                return Err(OpenError::Corrupted { offset: 0, what: "file header checksum" });
+            }
+            Err(HeaderError::Fields) => {
+                return Err(OpenError::Corrupted { offset: 16, what: "file header fields" });
+            }
+        }
+    };
+    // Keep the file a whole number of pages and at least as long as its directory, so the
+    // map can grow in place page by page.
+    let fixed_len = format::align_up(len, PAGE).max(header.data_start);
+    if fixed_len != len {
+        file.set_len(fixed_len).map_err(io_err)?;
+    }
+    let region = Region::new(file, max_size, fixed_len).map_err(io_err)?;
+    let ctx = Ctx {
+        region,
+        salt: header.salt,
+        file_end: CacheLine(AtomicU64::new(fixed_len)),
+        closed: AtomicBool::new(false),
+        first_table_log2,
+    };
+    let n = 1usize << header.shard_bits;
+    let clean = header.flags & FLAG_CLEAN != 0
+        && header.data_end <= len
+        && header.data_end >= header.data_start
+        && header.data_end.is_multiple_of(PAGE);
+    let loaded = if clean { load_directory(&ctx, &header, n) } else { None };
+    let shards = match loaded {
+        Some(shards) => {
+            ctx.file_end.store(header.data_end, std::sync::atomic::Ordering::Relaxed);
+            shards
+        }
+        None => {
+            let shards: Box<[Shard]> = (0..n as u32).map(Shard::new).collect();
+            let (chunks, end) = recovery::walk(&ctx, n, header.data_start, len);
+            let end = format::align_up(end, PAGE);
+            if end < fixed_len {
+                ctx.region.shrink_file(end).map_err(io_err)?;
+            }
+            ctx.file_end.store(end, std::sync::atomic::Ordering::Relaxed);
+            recovery::replay(&ctx, &shards, &chunks)?;
+            shards
+        }
+    };
+    let header =
+        Header { flags: 0, pid: std::process::id(), generation: header.generation + 1, ..header };
+    let db = Db::from_parts(ctx, shards, header, path);
+    db.write_header(&header)?;
+    db.sync_hard_if_file()?;
+    Ok(db)
+}
+
+/// Reads the directory of a cleanly closed file; `None` if anything in it does not check
+/// out (then the caller recovers from the records instead).
+fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
+    let mut shards = Vec::with_capacity(n);
+    for id in 0..n as u32 {
+        let at = PAGE + u64::from(id) * DIR_ENTRY_LEN as u64;
+        // SAFETY: opening is single-threaded; nobody else sees the map yet.
+        let e = DirEntry::decode(unsafe { ctx.region.bytes(at, DIR_ENTRY_LEN) }?)?;
+        let chunk = |off: u64, kind: u8| -> Option<ChunkHeader> {
+            // SAFETY: as above.
+            let c = ChunkHeader::decode(unsafe { ctx.region.bytes(off, 32) }?, ctx.salt)?;
+            let ok = c.kind == kind
+                && c.shard == id
+                && recovery::chunk_in_range(off, c.len, h.data_start, h.data_end);
+            ok.then_some(c)
+        };
+        let table = if e.table == 0 {
+            None
+        } else {
+            let c = chunk(e.table, CHUNK_INDEX)?;
+            Some(TableRef { chunk: e.table, log2: c.log2_slots })
+        };
+        let used = e.count.checked_add(e.tombs)?;
+        if table.map_or(used != 0, |t| used >= t.slots()) {
+            return None;
+        }
+        let shard = Shard::from_dir(id, &e, table);
+        if e.chunk != 0 {
+            let c = chunk(e.chunk, CHUNK_RECORDS)?;
+            let end = e.chunk + c.len;
+            if e.cursor < e.chunk + format::CHUNK_HEADER_LEN || e.cursor > end {
+                return None;
+            }
+            shard.set_chunk_end(end);
+        }
+        shards.push(shard);
+    }
+    Some(shards.into_boxed_slice())
+}

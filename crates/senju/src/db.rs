@@ -1,0 +1,379 @@
+//! The database handle and its operations.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+use crate::builder::Builder;
+use crate::error::{OpenError, Result, StorageError};
+use crate::format::{self, DIR_ENTRY_LEN, FLAG_CLEAN, Header, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE};
+use crate::iter::Iter;
+use crate::shard::{Ctx, Shard};
+use crate::table::{self, Probe};
+
+/// How durable [`Db::sync`] makes earlier writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Survives a crash of this process (every write already does: it is in the operating
+    /// system's page cache); starts writing back to the device without waiting.
+    Soft,
+    /// Survives a crash of the machine or a power loss: waits until the device has the data.
+    Hard,
+}
+
+/// Counters describing a database (momentary values, read shard by shard).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Live records.
+    pub records: u64,
+    /// Shards.
+    pub shards: u64,
+    /// Bytes of file handed out to chunks (the file's length after a clean close).
+    pub file_bytes: u64,
+    /// Index slots in all tables.
+    pub table_slots: u64,
+    /// Bytes of live records.
+    pub live_bytes: u64,
+    /// Bytes of records that are overwritten or removed (reclaimed by a future rebuild).
+    pub dead_bytes: u64,
+}
+
+/// An open database: a hash table of byte-string keys and values in one memory-mapped file
+/// (or in anonymous memory). See the [crate documentation](crate) for the guarantees.
+///
+/// All methods take `&self`; share a `Db` between threads by reference or in an `Arc`.
+pub struct Db {
+    ctx: Ctx,
+    shards: Box<[Shard]>,
+    shard_bits: u32,
+    header: Header,
+    path: Option<PathBuf>,
+    /// Whether `close` has finished; serializes concurrent `close` calls.
+    close_done: Mutex<bool>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.path)
+            .field("shards", &self.shards.len())
+            .field("closed", &self.ctx.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(StorageError::TooLarge { what: "key", len: key.len(), max: MAX_KEY_LEN });
+    }
+    Ok(())
+}
+
+fn check_value(len: usize) -> Result<()> {
+    if len > MAX_VALUE_LEN {
+        return Err(StorageError::TooLarge { what: "value", len, max: MAX_VALUE_LEN });
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Opens (creating if needed) the database file at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Db, OpenError> {
+        Builder::new().open(path)
+    }
+
+    /// Options for opening a database.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// An empty database in anonymous memory with default options.
+    pub fn memory() -> Result<Db, OpenError> {
+        Builder::new().memory()
+    }
+
+    pub(crate) fn from_parts(
+        ctx: Ctx,
+        shards: Box<[Shard]>,
+        header: Header,
+        path: Option<PathBuf>,
+    ) -> Db {
+        let shard_bits = header.shard_bits;
+        Db { ctx, shards, shard_bits, header, path, close_done: Mutex::new(false) }
+    }
+
+    /// The file's path (`None` for an in-memory database).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    #[inline]
+    fn route(&self, key: &[u8]) -> Result<(u64, &Shard)> {
+        if self.ctx.closed.load(Ordering::Relaxed) {
+            return Err(StorageError::Closed);
+        }
+        check_key(key)?;
+        let hash = format::key_hash(key, self.ctx.salt);
+        let idx = hash.checked_shr(64 - self.shard_bits).unwrap_or(0) as usize;
+        Ok((hash, &self.shards[idx]))
+    }
+
+    /// Calls `f` with the value of `key` in place (no copy) and returns what it returns, or
+    /// `None` if the key is absent. `f` runs without any lock held.
+    #[inline]
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        let (hash, shard) = self.route(key)?;
+        Ok(shard.get(&self.ctx, hash, key)?.map(|r| f(r.value)))
+    }
+
+    /// A copy of the value of `key`, or `None` if absent.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, <[u8]>::to_vec)
+    }
+
+    /// Whether `key` is present.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.get_with(key, |_| ())?.is_some())
+    }
+
+    /// Sets `key` to `value`, replacing any previous value.
+    pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let (hash, shard) = self.route(key)?;
+        check_value(value.len())?;
+        let mut w = shard.writer(&self.ctx)?;
+        let p = w.probe(hash, key)?;
+        w.put(p, hash, key, &[value])
+    }
+
+    /// Sets `key` to `value` only if `key` is absent; returns whether it was set.
+    pub fn add(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let (hash, shard) = self.route(key)?;
+        check_value(value.len())?;
+        let mut w = shard.writer(&self.ctx)?;
+        match w.probe(hash, key)? {
+            Probe::Found { .. } => Ok(false),
+            p => w.put(p, hash, key, &[value]).map(|()| true),
+        }
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn remove(&self, key: &[u8]) -> Result<bool> {
+        let (hash, shard) = self.route(key)?;
+        let mut w = shard.writer(&self.ctx)?;
+        let p = w.probe(hash, key)?;
+        w.delete(p, key)
+    }
+
+    /// If the value of `key` equals `expected` (`None`: absent), replaces it with `new`
+    /// (`None`: remove) and returns `true`; otherwise changes nothing and returns `false`.
+    pub fn compare_and_set(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let (hash, shard) = self.route(key)?;
+        if let Some(v) = new {
+            check_value(v.len())?;
+        }
+        let mut w = shard.writer(&self.ctx)?;
+        let p = w.probe(hash, key)?;
+        let current = w.record(p)?.map(|r| r.value);
+        if current != expected {
+            return Ok(false);
+        }
+        match new {
+            Some(v) => w.put(p, hash, key, &[v])?,
+            None => {
+                w.delete(p, key)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Appends `suffix` to the value of `key` (an absent key counts as empty).
+    pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<()> {
+        let (hash, shard) = self.route(key)?;
+        let mut w = shard.writer(&self.ctx)?;
+        let p = w.probe(hash, key)?;
+        let old = w.record(p)?.map_or(&[][..], |r| r.value);
+        check_value(old.len().saturating_add(suffix.len()))?;
+        w.put(p, hash, key, &[old, suffix])
+    }
+
+    /// Atomically replaces the value of `key` by `f(old)` (`None` in: absent; `None` out:
+    /// remove) and returns the new value.
+    ///
+    /// `f` runs with the key's shard locked: it must be short and must not call this
+    /// database (that would deadlock on the same shard).
+    pub fn update<F>(&self, key: &[u8], f: F) -> Result<Option<Vec<u8>>>
+    where
+        F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        let (hash, shard) = self.route(key)?;
+        let mut w = shard.writer(&self.ctx)?;
+        let p = w.probe(hash, key)?;
+        let new = f(w.record(p)?.map(|r| r.value));
+        match &new {
+            Some(v) => {
+                check_value(v.len())?;
+                w.put(p, hash, key, &[v])?;
+            }
+            None => {
+                w.delete(p, key)?;
+            }
+        }
+        Ok(new)
+    }
+
+    /// The values of `keys`, in order (each lookup is separately atomic).
+    pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k.as_ref())).collect()
+    }
+
+    /// Sets every pair, in order (each set is separately atomic; on error, the pairs before
+    /// the failing one are set).
+    pub fn set_many<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
+        pairs.iter().try_for_each(|(k, v)| self.set(k.as_ref(), v.as_ref()))
+    }
+
+    /// Removes every key; returns how many were present.
+    pub fn remove_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
+        let mut n = 0;
+        for k in keys {
+            n += u64::from(self.remove(k.as_ref())?);
+        }
+        Ok(n)
+    }
+
+    /// The number of records (a momentary sum over the shards).
+    pub fn len(&self) -> u64 {
+        self.shards.iter().map(Shard::len).sum()
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A cursor over all records, shard by shard.
+    ///
+    /// Weakly consistent: it sees every record that is present from its start to its end, at
+    /// most once, and may or may not see records set or removed meanwhile. It holds no lock
+    /// between items; it locks each shard only while copying that shard's offsets.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter::new(self)
+    }
+
+    /// Removes every record (shard by shard; a concurrent set may survive).
+    pub fn clear(&self) -> Result<()> {
+        for shard in self.shards.iter() {
+            shard.writer(&self.ctx)?.clear()?;
+        }
+        Ok(())
+    }
+
+    /// Makes every write that returned before this call durable to the given degree. Runs
+    /// concurrently with writers; for an in-memory database it does nothing.
+    pub fn sync(&self, durability: Durability) -> Result<()> {
+        if self.ctx.closed.load(Ordering::Relaxed) {
+            return Err(StorageError::Closed);
+        }
+        if self.path.is_none() {
+            return Ok(());
+        }
+        Ok(self.ctx.region.sync(durability == Durability::Hard)?)
+    }
+
+    /// Counters (momentary; each shard is locked briefly).
+    pub fn stats(&self) -> Result<Stats> {
+        let mut s = Stats {
+            shards: self.shards.len() as u64,
+            file_bytes: self.ctx.file_end.load(Ordering::Relaxed),
+            ..Stats::default()
+        };
+        for shard in self.shards.iter() {
+            let w = shard.writer(&self.ctx)?;
+            let (slots, live, dead) = w.usage();
+            s.records += shard.len();
+            s.table_slots += slots;
+            s.live_bytes += live;
+            s.dead_bytes += dead;
+        }
+        Ok(s)
+    }
+
+    /// Closes the database: waits for writers in flight, writes the directory, syncs (hard),
+    /// trims the file, marks it clean and releases the lock. Later calls fail with `Closed`
+    /// (`close` itself returns `Ok`). Dropping the handle closes it too, ignoring errors.
+    pub fn close(&self) -> Result<()> {
+        let mut done = self.close_done.lock().unwrap_or_else(|e| e.into_inner());
+        if *done {
+            return Ok(());
+        }
+        *done = true;
+        self.ctx.closed.store(true, Ordering::Relaxed);
+        if self.path.is_none() {
+            return Ok(());
+        }
+        for (id, shard) in self.shards.iter().enumerate() {
+            // Taking each lock once after `closed` is set waits out the writer in flight;
+            // later writers see `closed` under the lock.
+            let e = shard.writer_unchecked(&self.ctx).dir_entry();
+            let at = PAGE + (id * DIR_ENTRY_LEN) as u64;
+            // SAFETY: the directory is written only here and read only while opening.
+            unsafe { self.ctx.region.write(at, &e.encode()) }
+                .ok_or(StorageError::Corrupted { offset: at, what: "directory outside file" })?;
+        }
+        let data_end = self.ctx.file_end.load(Ordering::Relaxed);
+        let mut header = Header { data_end, flags: 0, ..self.header };
+        self.write_header(&header)?;
+        self.ctx.region.sync(true)?;
+        self.ctx.region.truncate_file(data_end)?;
+        header.flags = FLAG_CLEAN;
+        self.write_header(&header)?;
+        self.ctx.region.sync(true)?;
+        crate::file_lock::unlock(self.ctx.region.file())?;
+        Ok(())
+    }
+
+    /// Writes the file header (only while opening and closing).
+    pub(crate) fn write_header(&self, h: &Header) -> Result<()> {
+        // SAFETY: the header is written only by open and close, which no other operation
+        // overlaps, and read only while opening.
+        unsafe { self.ctx.region.write(0, &h.encode()) }
+            .ok_or(StorageError::Corrupted { offset: 0, what: "header outside file" })
+    }
+
+    /// Syncs hard unless the database is in memory.
+    pub(crate) fn sync_hard_if_file(&self) -> Result<()> {
+        if self.path.is_some() {
+            self.ctx.region.sync(true)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    pub(crate) fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// Reads the live record at `off` as an owned pair (for the iterator).
+    pub(crate) fn pair_at(&self, off: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+        let r = table::record_at(&self.ctx.region, off)?;
+        if !r.verify(self.ctx.salt) {
+            return Err(StorageError::Corrupted { offset: off, what: "record checksum mismatch" });
+        }
+        Ok((r.key.to_vec(), r.value.to_vec()))
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

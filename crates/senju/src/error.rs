@@ -1,0 +1,276 @@
+//! Errors: [`OpenError`] for opening a database, [`StorageError`] for everything done with an
+//! open one, and the umbrella [`Error`] that both convert into.
+//!
+//! Each message says what happened and what to do about it.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Why a database could not be opened.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Another process (or another handle in this process) has the file open for writing.
+    Locked {
+        /// The file.
+        path: PathBuf,
+        /// The process that holds the lock, as it recorded itself in the header (if known).
+        pid: Option<u32>,
+    },
+    /// The file exists but is not a senju database.
+    NotADatabase {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file was written by a newer (or unknown) format version.
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// The file is damaged in a way that automatic recovery cannot repair.
+    Corrupted {
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What was wrong there.
+        what: &'static str,
+    },
+    /// An option was out of range.
+    InvalidOption {
+        /// The option's name.
+        name: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The file did not exist and the builder said not to create it.
+    NotFound {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The operating system refused something (open, map, lock, sync).
+    Io {
+        /// The file (empty for an in-memory database).
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Recovery or opening needed to write and that failed.
+    Storage(StorageError),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Locked { path, pid: Some(pid) } => write!(
+                f,
+                "database {} is locked by process {pid}; close it there, or wait for that \
+                 process to exit",
+                path.display()
+            ),
+            OpenError::Locked { path, pid: None } => write!(
+                f,
+                "database {} is locked by another process; close it there first",
+                path.display()
+            ),
+            OpenError::NotADatabase { path } => {
+                write!(f, "{} is not a senju database (bad magic); check the path", path.display())
+            }
+            OpenError::UnsupportedVersion { path, found, supported } => write!(
+                f,
+                "{} has format version {found} but this senju reads version {supported}; \
+                 open it with a matching senju release",
+                path.display()
+            ),
+            OpenError::Corrupted { offset, what } => write!(
+                f,
+                "database is corrupted at byte {offset} ({what}); restore it from a backup \
+                 or export what is readable"
+            ),
+            OpenError::InvalidOption { name, reason } => {
+                write!(f, "invalid option `{name}`: {reason}")
+            }
+            OpenError::NotFound { path } => write!(
+                f,
+                "{} does not exist; allow creating it with `Builder::create(true)`",
+                path.display()
+            ),
+            OpenError::Io { path, source } => {
+                write!(
+                    f,
+                    "I/O error on {}: {source}; check the path, permissions and free space",
+                    path.display()
+                )
+            }
+            OpenError::Storage(e) => write!(f, "while opening: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Io { source, .. } => Some(source),
+            OpenError::Storage(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<StorageError> for OpenError {
+    fn from(e: StorageError) -> Self {
+        OpenError::Storage(e)
+    }
+}
+
+/// Why an operation on an open database failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// A key or value is longer than the format allows.
+    TooLarge {
+        /// `"key"` or `"value"`.
+        what: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The most allowed ([`MAX_KEY_LEN`](crate::MAX_KEY_LEN) or
+        /// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN)).
+        max: usize,
+    },
+    /// The database was closed.
+    Closed,
+    /// A record or index entry failed its checksum or points outside the file.
+    Corrupted {
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What was wrong there.
+        what: &'static str,
+    },
+    /// The database reached its maximum size (the reserved address range).
+    Full {
+        /// Bytes the file would need.
+        needed: u64,
+        /// The maximum, from [`Builder::max_size`](crate::Builder::max_size).
+        limit: u64,
+    },
+    /// The operating system refused a write, a growth or a sync.
+    Io(io::Error),
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageError::TooLarge { what, len, max } => write!(
+                f,
+                "{what} of {len} bytes is too large (at most {max}); split it or store it \
+                 elsewhere and keep a reference"
+            ),
+            StorageError::Closed => {
+                write!(f, "the database is closed; open it again to use it")
+            }
+            StorageError::Corrupted { offset, what } => write!(
+                f,
+                "database is corrupted at byte {offset} ({what}); reopen it to run recovery, \
+                 or restore it from a backup"
+            ),
+            StorageError::Full { needed, limit } => write!(
+                f,
+                "database would need {needed} bytes but its maximum size is {limit}; reopen it \
+                 with a larger `Builder::max_size`"
+            ),
+            StorageError::Io(e) => {
+                write!(f, "I/O error: {e}; check free disk space and permissions")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StorageError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for StorageError {
+    fn from(e: io::Error) -> Self {
+        StorageError::Io(e)
+    }
+}
+
+impl From<crate::region::GrowError> for StorageError {
+    fn from(e: crate::region::GrowError) -> Self {
+        match e {
+            crate::region::GrowError::Full { needed, limit } => {
+                StorageError::Full { needed, limit }
+            }
+            crate::region::GrowError::Io(e) => StorageError::Io(e),
+        }
+    }
+}
+
+/// Any senju error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Opening failed.
+    Open(OpenError),
+    /// An operation on an open database failed.
+    Storage(StorageError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Open(e) => e.fmt(f),
+            Error::Storage(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Open(e) => e.source(),
+            Error::Storage(e) => e.source(),
+        }
+    }
+}
+
+impl From<OpenError> for Error {
+    fn from(e: OpenError) -> Self {
+        Error::Open(e)
+    }
+}
+
+impl From<StorageError> for Error {
+    fn from(e: StorageError) -> Self {
+        Error::Storage(e)
+    }
+}
+
+/// A `Result` with a [`StorageError`].
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_what_to_do() {
+        let e = OpenError::Locked { path: "/tmp/x.sj".into(), pid: Some(1234) };
+        assert_eq!(
+            e.to_string(),
+            "database /tmp/x.sj is locked by process 1234; close it there, or wait for that \
+             process to exit"
+        );
+        let e: Error = StorageError::TooLarge { what: "key", len: 5, max: 4 }.into();
+        assert!(e.to_string().contains("too large"));
+        assert!(Error::from(StorageError::Closed).to_string().contains("open it again"));
+    }
+}

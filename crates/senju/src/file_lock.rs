@@ -1,0 +1,75 @@
+//! Operating-system helpers around the database file: the advisory writer lock (`flock`),
+//! anonymous memory files for [`Db::memory`](crate::Db::memory), and random salts.
+//!
+//! The lock is `flock(LOCK_EX | LOCK_NB)` on the open file description, so it is held until
+//! the descriptor is closed (or [`unlock`] is called) and it also excludes a second `open` of
+//! the same file inside one process. `flock` does not report the holder, so each writer
+//! records its pid in the file header right after taking the lock; a refused opener reads it.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+
+/// Takes the exclusive advisory lock without waiting. `Ok(false)` when another open file
+/// description holds it.
+pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: a plain syscall on a descriptor we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
+}
+
+/// Releases the advisory lock.
+pub(crate) fn unlock(file: &File) -> io::Result<()> {
+    // SAFETY: a plain syscall on a descriptor we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// An anonymous, growable in-memory file (`memfd_create`).
+pub(crate) fn memfd() -> io::Result<File> {
+    // SAFETY: the name is a NUL-terminated literal; the flags are valid.
+    let fd = unsafe { libc::memfd_create(c"senju".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// A random 64-bit value from the kernel (falls back to time and pid if `getrandom` fails).
+pub(crate) fn random_u64() -> u64 {
+    let mut v = [0u8; 8];
+    // SAFETY: `v` is a writable 8-byte buffer.
+    let n = unsafe { libc::getrandom(v.as_mut_ptr().cast(), v.len(), 0) };
+    if n == 8 {
+        return u64::from_le_bytes(v);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_open_file_description_is_refused() {
+        let dir = std::env::temp_dir().join(format!("senju-flock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        assert!(try_lock_exclusive(&a).unwrap());
+        assert!(!try_lock_exclusive(&b).unwrap());
+        unlock(&a).unwrap();
+        assert!(try_lock_exclusive(&b).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,492 @@
+//! The on-disk format, byte by byte (drawn in `docs/design.md`, section 3): the file header,
+//! the shard directory, chunk headers, index slots and records.
+//!
+//! Everything is little-endian. This module only encodes and decodes byte slices; it never
+//! touches the map, so every function here is safe and total: a malformed input gives `None`.
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// The file starts with these 8 bytes.
+pub(crate) const MAGIC: [u8; 8] = *b"SENJUDB\n";
+/// The format version this build writes and reads.
+pub(crate) const VERSION: u32 = 1;
+/// Every chunk starts at a multiple of this, and has a length that is a multiple of it.
+pub(crate) const PAGE: u64 = 4096;
+/// Bytes of the file header that are meaningful (the rest of the first page is zero).
+pub(crate) const HEADER_LEN: usize = 64;
+/// Bytes of one shard's directory entry.
+pub(crate) const DIR_ENTRY_LEN: usize = 128;
+/// Bytes of a chunk header.
+pub(crate) const CHUNK_HEADER_LEN: u64 = 32;
+/// Records are aligned to this many bytes, so a slot stores `offset / 8`.
+pub(crate) const RECORD_ALIGN: u64 = 8;
+
+/// The longest key accepted, in bytes (1 MiB).
+pub const MAX_KEY_LEN: usize = 1 << 20;
+/// The longest value accepted, in bytes (1 GiB).
+pub const MAX_VALUE_LEN: usize = 1 << 30;
+
+/// Header flag: the file was closed cleanly, so the directory and the index are valid.
+pub(crate) const FLAG_CLEAN: u32 = 1;
+
+/// Chunk kind: records, appended in order.
+pub(crate) const CHUNK_RECORDS: u8 = 1;
+/// Chunk kind: one shard's index table.
+pub(crate) const CHUNK_INDEX: u8 = 2;
+const CHUNK_MAGIC: [u8; 4] = *b"SJCK";
+
+/// Rounds `n` up to a multiple of `to` (a power of two).
+pub(crate) const fn align_up(n: u64, to: u64) -> u64 {
+    (n + to - 1) & !(to - 1)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The low 32 bits of XXH3-64 with `seed`: the checksum of headers and records.
+pub(crate) fn checksum(bytes: &[u8], seed: u64) -> u32 {
+    xxh3_64_with_seed(bytes, seed) as u32
+}
+
+/// The 64-bit hash of a key; the file's salt is the seed, so colliding keys cannot be chosen
+/// in advance.
+#[inline]
+pub(crate) fn key_hash(key: &[u8], salt: u64) -> u64 {
+    xxh3_64_with_seed(key, salt)
+}
+
+/// The file header (offset 0, [`HEADER_LEN`] bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) version: u32,
+    pub(crate) flags: u32,
+    pub(crate) shard_bits: u32,
+    pub(crate) pid: u32,
+    pub(crate) data_start: u64,
+    pub(crate) data_end: u64,
+    pub(crate) salt: u64,
+    pub(crate) generation: u64,
+}
+
+/// Why a header did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeaderError {
+    Magic,
+    Version(u32),
+    Checksum,
+    Fields,
+}
+
+impl Header {
+    /// The largest shard count a file may declare (2^16).
+    pub(crate) const MAX_SHARD_BITS: u32 = 16;
+
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        b[16..20].copy_from_slice(&self.shard_bits.to_le_bytes());
+        b[20..24].copy_from_slice(&self.pid.to_le_bytes());
+        b[24..32].copy_from_slice(&self.data_start.to_le_bytes());
+        b[32..40].copy_from_slice(&self.data_end.to_le_bytes());
+        b[40..48].copy_from_slice(&self.salt.to_le_bytes());
+        b[48..56].copy_from_slice(&self.generation.to_le_bytes());
+        let sum = checksum(&b[..60], 0);
+        b[60..64].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header; `b` must hold at least [`HEADER_LEN`] bytes.
+    pub(crate) fn decode(b: &[u8]) -> Result<Header, HeaderError> {
+        if b.len() < HEADER_LEN || b[0..8] != MAGIC {
+            return Err(HeaderError::Magic);
+        }
+        let version = u32_at(b, 8);
+        if version != VERSION {
+            return Err(HeaderError::Version(version));
+        }
+        if checksum(&b[..60], 0) != u32_at(b, 60) {
+            return Err(HeaderError::Checksum);
+        }
+        let h = Header {
+            version,
+            flags: u32_at(b, 12),
+            shard_bits: u32_at(b, 16),
+            pid: u32_at(b, 20),
+            data_start: u64_at(b, 24),
+            data_end: u64_at(b, 32),
+            salt: u64_at(b, 40),
+            generation: u64_at(b, 48),
+        };
+        if h.shard_bits > Self::MAX_SHARD_BITS || h.data_start != data_start(h.shard_bits) {
+            return Err(HeaderError::Fields);
+        }
+        Ok(h)
+    }
+}
+
+/// Where the first chunk starts for a file with `2^shard_bits` shards: after the header page
+/// and the directory.
+pub(crate) fn data_start(shard_bits: u32) -> u64 {
+    PAGE + align_up((DIR_ENTRY_LEN as u64) << shard_bits, PAGE)
+}
+
+/// One shard's entry in the directory (at `PAGE + shard * 64`), valid when the header says
+/// the file was closed cleanly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DirEntry {
+    /// Offset of the shard's index chunk (0: none yet).
+    pub(crate) table: u64,
+    /// Live records.
+    pub(crate) count: u64,
+    /// Tombstone slots in the index table.
+    pub(crate) tombs: u64,
+    /// Offset of the shard's current record chunk (0: none).
+    pub(crate) chunk: u64,
+    /// Absolute offset where the next record of the current chunk goes.
+    pub(crate) cursor: u64,
+    /// Sequence number the shard's next chunk gets.
+    pub(crate) next_seq: u64,
+    /// Bytes of records that are no longer live (overwritten, removed, cleared).
+    pub(crate) dead_bytes: u64,
+    /// Bytes of live records.
+    pub(crate) live_bytes: u64,
+}
+
+impl DirEntry {
+    pub(crate) fn encode(&self) -> [u8; DIR_ENTRY_LEN] {
+        let mut b = [0u8; DIR_ENTRY_LEN];
+        let fields = [
+            self.table,
+            self.count,
+            self.tombs,
+            self.chunk,
+            self.cursor,
+            self.next_seq,
+            self.dead_bytes,
+            self.live_bytes,
+        ];
+        for (i, f) in fields.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&f.to_le_bytes());
+        }
+        let sum = checksum(&b[..124], 0);
+        b[124..128].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<DirEntry> {
+        if b.len() < DIR_ENTRY_LEN || checksum(&b[..124], 0) != u32_at(b, 124) {
+            return None;
+        }
+        Some(DirEntry {
+            table: u64_at(b, 0),
+            count: u64_at(b, 8),
+            tombs: u64_at(b, 16),
+            chunk: u64_at(b, 24),
+            cursor: u64_at(b, 32),
+            next_seq: u64_at(b, 40),
+            dead_bytes: u64_at(b, 48),
+            live_bytes: u64_at(b, 56),
+        })
+    }
+}
+
+/// The 32-byte header at the start of every chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkHeader {
+    pub(crate) kind: u8,
+    /// For index chunks: log2 of the slot count.
+    pub(crate) log2_slots: u8,
+    pub(crate) shard: u32,
+    /// Bytes, header included; a multiple of [`PAGE`].
+    pub(crate) len: u64,
+    /// The shard's chunk sequence number: replay visits a shard's record chunks in this order.
+    pub(crate) seq: u64,
+}
+
+impl ChunkHeader {
+    fn sum(b: &[u8; CHUNK_HEADER_LEN as usize], salt: u64) -> u32 {
+        let mut copy = *b;
+        copy[12..16].fill(0);
+        checksum(&copy, salt)
+    }
+
+    pub(crate) fn encode(&self, salt: u64) -> [u8; CHUNK_HEADER_LEN as usize] {
+        let mut b = [0u8; CHUNK_HEADER_LEN as usize];
+        b[0..4].copy_from_slice(&CHUNK_MAGIC);
+        b[4] = self.kind;
+        b[5] = self.log2_slots;
+        b[8..12].copy_from_slice(&self.shard.to_le_bytes());
+        b[16..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..32].copy_from_slice(&self.seq.to_le_bytes());
+        let sum = Self::sum(&b, salt);
+        b[12..16].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Decodes a chunk header; `None` unless the magic, the salted checksum and the length
+    /// are right.
+    pub(crate) fn decode(b: &[u8], salt: u64) -> Option<ChunkHeader> {
+        let b: &[u8; CHUNK_HEADER_LEN as usize] =
+            b.get(..CHUNK_HEADER_LEN as usize)?.try_into().ok()?;
+        if b[0..4] != CHUNK_MAGIC || Self::sum(b, salt) != u32_at(b, 12) {
+            return None;
+        }
+        let h = ChunkHeader {
+            kind: b[4],
+            log2_slots: b[5],
+            shard: u32_at(b, 8),
+            len: u64_at(b, 16),
+            seq: u64_at(b, 24),
+        };
+        let sane_kind = match h.kind {
+            CHUNK_RECORDS => h.log2_slots == 0,
+            CHUNK_INDEX => h.log2_slots < 40 && index_chunk_len(h.log2_slots) == h.len,
+            _ => false,
+        };
+        (sane_kind && h.len >= PAGE && h.len.is_multiple_of(PAGE)).then_some(h)
+    }
+}
+
+/// Bytes of an index chunk holding `2^log2` slots.
+pub(crate) fn index_chunk_len(log2: u8) -> u64 {
+    align_up(CHUNK_HEADER_LEN + (8u64 << log2), PAGE)
+}
+
+/// Record kind: the key now has this value.
+pub(crate) const REC_SET: u8 = 1;
+/// Record kind: the key was removed (a tombstone; no value).
+pub(crate) const REC_REMOVE: u8 = 2;
+/// Record kind: the shard was cleared (no key, no value).
+pub(crate) const REC_CLEAR: u8 = 3;
+
+/// Writes `n` as LEB128 into `out`, returning the bytes used.
+fn put_varint(out: &mut [u8], mut n: u64) -> usize {
+    let mut i = 0;
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out[i] = byte;
+            return i + 1;
+        }
+        out[i] = byte | 0x80;
+        i += 1;
+    }
+}
+
+/// Reads a LEB128 value of at most `max_bytes` bytes.
+fn get_varint(b: &[u8], max_bytes: usize) -> Option<(u64, usize)> {
+    let mut n = 0u64;
+    for i in 0..max_bytes {
+        let byte = *b.get(i)?;
+        n |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            // Reject overlong encodings so each record has one spelling.
+            return (i == 0 || byte != 0).then_some((n, i + 1));
+        }
+    }
+    None
+}
+
+/// Longest record head: kind byte, 3-byte key length, 5-byte value length.
+pub(crate) const MAX_RECORD_HEAD: usize = 9;
+
+/// The encoded head of a record (kind and lengths); the key, the value and the 4-byte
+/// checksum follow it.
+pub(crate) struct RecordHead {
+    pub(crate) bytes: [u8; MAX_RECORD_HEAD],
+    pub(crate) len: usize,
+}
+
+impl RecordHead {
+    pub(crate) fn new(kind: u8, key_len: usize, value_len: usize) -> RecordHead {
+        let mut bytes = [0u8; MAX_RECORD_HEAD];
+        bytes[0] = kind;
+        let mut len = 1;
+        if kind != REC_CLEAR {
+            len += put_varint(&mut bytes[len..], key_len as u64);
+        }
+        if kind == REC_SET {
+            len += put_varint(&mut bytes[len..], value_len as u64);
+        }
+        RecordHead { bytes, len }
+    }
+
+    /// Bytes the whole record takes in the file, padding included.
+    pub(crate) fn record_len(&self, key_len: usize, value_len: usize) -> u64 {
+        align_up((self.len + key_len + value_len + 4) as u64, RECORD_ALIGN)
+    }
+}
+
+/// A record decoded from `bytes` (which starts at the record and may run past its end).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Record<'a> {
+    pub(crate) kind: u8,
+    pub(crate) key: &'a [u8],
+    pub(crate) value: &'a [u8],
+    /// The bytes the checksum covers (head, key, value).
+    covered: &'a [u8],
+    stored_sum: u32,
+    /// Bytes the record takes, padding included.
+    pub(crate) len: u64,
+}
+
+/// Why a record did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordError {
+    /// A zero kind byte: no record was ever written here.
+    End,
+    /// The head is malformed or the record runs past the bytes available.
+    Malformed,
+}
+
+/// Decodes the lengths of a record whose head starts `head`, returning (kind, key length,
+/// value length, head length).
+pub(crate) fn decode_head(head: &[u8]) -> Result<(u8, usize, usize, usize), RecordError> {
+    let kind = *head.first().ok_or(RecordError::Malformed)?;
+    let mut at = 1;
+    let (mut klen, mut vlen) = (0, 0);
+    match kind {
+        0 => return Err(RecordError::End),
+        REC_SET | REC_REMOVE => {
+            let (k, n) = get_varint(&head[at..], 3).ok_or(RecordError::Malformed)?;
+            at += n;
+            klen = k as usize;
+            if kind == REC_SET {
+                let (v, n) = get_varint(&head[at..], 5).ok_or(RecordError::Malformed)?;
+                at += n;
+                vlen = v as usize;
+            }
+        }
+        REC_CLEAR => {}
+        _ => return Err(RecordError::Malformed),
+    }
+    if klen > MAX_KEY_LEN || vlen > MAX_VALUE_LEN {
+        return Err(RecordError::Malformed);
+    }
+    Ok((kind, klen, vlen, at))
+}
+
+impl<'a> Record<'a> {
+    /// Decodes a record from `bytes`, which must hold the whole record; the checksum is not
+    /// checked here (see [`Record::verify`]).
+    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Record<'a>, RecordError> {
+        let (kind, klen, vlen, at) = decode_head(bytes)?;
+        let end = at + klen + vlen;
+        if bytes.len() < end + 4 {
+            return Err(RecordError::Malformed);
+        }
+        Ok(Record {
+            kind,
+            key: &bytes[at..at + klen],
+            value: &bytes[at + klen..end],
+            covered: &bytes[..end],
+            stored_sum: u32_at(bytes, end),
+            len: align_up((end + 4) as u64, RECORD_ALIGN),
+        })
+    }
+
+    /// Whether the stored checksum matches the record's bytes.
+    pub(crate) fn verify(&self, salt: u64) -> bool {
+        checksum(self.covered, salt) == self.stored_sum
+    }
+}
+
+/// Index slot: `0` is empty, [`TOMBSTONE`] a removed entry; otherwise bits 0..40 hold the
+/// record offset divided by 8 and bits 40..64 the low 24 bits of the key's hash.
+pub(crate) const TOMBSTONE: u64 = 1;
+const OFFSET_BITS: u32 = 40;
+/// The largest file offset a slot can address (8 TiB).
+pub(crate) const MAX_FILE_LEN: u64 = RECORD_ALIGN << OFFSET_BITS;
+
+#[inline]
+pub(crate) fn slot_encode(offset: u64, hash: u64) -> u64 {
+    debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && (PAGE..MAX_FILE_LEN).contains(&offset));
+    (offset / RECORD_ALIGN) | (hash << OFFSET_BITS)
+}
+
+#[inline]
+pub(crate) fn slot_offset(slot: u64) -> u64 {
+    (slot & ((1 << OFFSET_BITS) - 1)) * RECORD_ALIGN
+}
+
+/// The low 24 bits of the key hash stored in a slot.
+#[inline]
+pub(crate) fn slot_hash_bits(slot: u64) -> u64 {
+    slot >> OFFSET_BITS
+}
+
+/// Hash bits a slot keeps (the table position uses the low bits of the same hash).
+pub(crate) const SLOT_HASH_BITS: u32 = 64 - OFFSET_BITS;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip_and_rejects_overlong() {
+        let mut b = [0u8; 10];
+        for n in [0u64, 1, 127, 128, 300, 1 << 20, (1 << 30) + 5] {
+            let used = put_varint(&mut b, n);
+            assert_eq!(get_varint(&b, 5), Some((n, used)));
+        }
+        assert_eq!(get_varint(&[0x80, 0x00], 5), None);
+        assert_eq!(get_varint(&[0x80, 0x80, 0x80, 0x80], 3), None);
+    }
+
+    #[test]
+    fn header_round_trip_and_checksum() {
+        let h = Header {
+            version: VERSION,
+            flags: FLAG_CLEAN,
+            shard_bits: 10,
+            pid: 42,
+            data_start: data_start(10),
+            data_end: 1 << 20,
+            salt: 7,
+            generation: 3,
+        };
+        let mut b = h.encode();
+        assert_eq!(Header::decode(&b), Ok(h));
+        b[33] ^= 1;
+        assert_eq!(Header::decode(&b), Err(HeaderError::Checksum));
+        b[0] = b'X';
+        assert_eq!(Header::decode(&b), Err(HeaderError::Magic));
+    }
+
+    #[test]
+    fn chunk_header_needs_the_salt() {
+        let c = ChunkHeader { kind: CHUNK_INDEX, log2_slots: 8, shard: 5, len: PAGE, seq: 9 };
+        let b = c.encode(11);
+        assert_eq!(ChunkHeader::decode(&b, 11), Some(c));
+        assert_eq!(ChunkHeader::decode(&b, 12), None);
+    }
+
+    #[test]
+    fn record_of_8_byte_key_and_value_takes_24_bytes() {
+        let head = RecordHead::new(REC_SET, 8, 8);
+        assert_eq!(head.record_len(8, 8), 24);
+        assert_eq!(RecordHead::new(REC_REMOVE, 8, 0).record_len(8, 0), 16);
+        let mut buf = vec![0u8; 24];
+        buf[..head.len].copy_from_slice(&head.bytes[..head.len]);
+        buf[head.len..head.len + 8].copy_from_slice(b"key00001");
+        buf[head.len + 8..head.len + 16].copy_from_slice(b"value001");
+        let sum = checksum(&buf[..head.len + 16], 5);
+        buf[head.len + 16..head.len + 20].copy_from_slice(&sum.to_le_bytes());
+        let r = Record::decode(&buf).unwrap();
+        assert_eq!(
+            (r.kind, r.key, r.value, r.len),
+            (REC_SET, &b"key00001"[..], &b"value001"[..], 24)
+        );
+        assert!(r.verify(5));
+        buf[5] ^= 0x10;
+        assert!(!Record::decode(&buf).unwrap().verify(5));
+    }
+}

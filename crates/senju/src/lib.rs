@@ -1,0 +1,72 @@
+//! senju (千手, "a thousand hands"): an embedded key-value database for multi-threaded
+//! programs. Keys and values are byte strings; the store is a hash table in one memory-mapped
+//! file ([`Db::open`]) or in anonymous memory ([`Db::memory`]), with the same engine and
+//! format in both.
+//!
+//! ```
+//! # let dir = std::env::temp_dir().join(format!("senju-doc-root-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! use senju::{Db, Durability};
+//!
+//! let db = Db::open(dir.join("example.sj"))?;
+//! db.set(b"apple", b"red")?;
+//! assert_eq!(db.get(b"apple")?, Some(b"red".to_vec()));
+//! assert!(!db.add(b"apple", b"green")?); // add only sets absent keys
+//! db.append(b"apple", b" and round")?;
+//! assert_eq!(db.get_with(b"apple", |v| v.len())?, Some(13)); // zero-copy read
+//! db.sync(Durability::Hard)?; // everything so far survives a power loss
+//! db.close()?;
+//!
+//! let db = Db::open(dir.join("example.sj"))?; // reopen: the data is there
+//! assert_eq!(db.get(b"apple")?, Some(b"red and round".to_vec()));
+//! # drop(db); std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), senju::Error>(())
+//! ```
+//!
+//! # Guarantees
+//!
+//! - **Threads.** Every method takes `&self` and [`Db`] is `Send + Sync`. Operations on one
+//!   key are linearizable. A read takes no lock and writes no shared memory; a write locks
+//!   only the key's shard (one of [`Builder::shards`], 1024 by default).
+//! - **Durability.** A write is in the operating system's page cache when it returns, so it
+//!   survives a crash of the process. [`Db::sync`] with [`Durability::Hard`] makes every
+//!   earlier write survive a power loss too.
+//! - **Crash safety.** Every record carries a checksum and a record is never overwritten
+//!   while it is live, so a crash cannot tear it. Opening a file that was not closed cleanly
+//!   rebuilds the index from the records, in time linear in the file size; every record
+//!   synced before the crash is there and no torn record is ever returned. Records written
+//!   after the last sync may be lost.
+//! - **One writer process.** Opening takes an advisory lock (`flock`); a second opener gets
+//!   [`OpenError::Locked`] naming the holder's pid.
+//! - **Limits.** Keys up to [`MAX_KEY_LEN`] (1 MiB), values up to [`MAX_VALUE_LEN`] (1 GiB);
+//!   larger inputs fail with [`StorageError::TooLarge`]. A file up to 8 TiB (set the limit
+//!   with [`Builder::max_size`]). The index lives in the file, so data larger than memory
+//!   works.
+//!
+//! The file format and the protocols are drawn in `docs/design.md`, section 3.
+
+mod builder;
+mod db;
+mod error;
+mod file_lock;
+mod format;
+mod iter;
+mod recovery;
+mod region;
+mod shard;
+mod table;
+
+pub use builder::Builder;
+pub use db::{Db, Durability, Stats};
+pub use error::{Error, OpenError, Result, StorageError};
+pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
+pub use iter::Iter;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn db_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<super::Db>();
+    }
+}

@@ -1,0 +1,311 @@
+//! The one module that holds the memory map and raw pointers into it.
+//!
+//! A [`Region`] reserves a large range of virtual addresses once (`PROT_NONE`, no memory
+//! committed) and maps the file over the start of it with `MAP_SHARED | MAP_FIXED`. When the
+//! file grows, the new part is mapped right after the old one, in place: the base address
+//! never moves, so offsets and references into the map stay valid and readers take no lock.
+//! Growth is serialized by a mutex that only growing threads take.
+//!
+//! Every access is bounds-checked against the mapped length and returns `None` when out of
+//! range, so a corrupted offset read from the file cannot reach outside the map.
+//!
+//! # Hazards
+//!
+//! - **Truncation by someone else.** If another process (or a user) truncates the file while
+//!   it is mapped, touching a page past the new end raises `SIGBUS` and kills the process.
+//!   The advisory lock (`flock`) keeps other senju processes out; it cannot stop a process that
+//!   ignores it. This is the same caveat as LMDB's.
+//! - **Writes by someone else.** Another process writing the file changes bytes under our
+//!   references. senju assumes nobody does (same lock).
+//! - **Aliasing within this process.** Bytes handed out as `&[u8]` must not be written while
+//!   the reference lives. The engine keeps that rule by construction: a record is written once,
+//!   before it is published in the index, and its space is never reused while the file is
+//!   open (see `docs/design.md`, section 3). Index slots are only touched as `AtomicU64`.
+//!   [`Region::write`] and [`Region::bytes`] are `unsafe` and state this contract.
+//! - **I/O errors on a mapped page** (a failing disk) surface as `SIGBUS` too.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Files grow by at least this much, and to a multiple of it.
+const GROW_STEP: u64 = 1 << 20;
+/// Growth at most doubles the file and adds at most this much at once.
+const GROW_MAX: u64 = 1 << 30;
+
+/// A file (or a memfd) mapped at a fixed address inside a reserved range.
+pub(crate) struct Region {
+    base: *mut u8,
+    reserved: u64,
+    /// Bytes mapped and backed by the file. Only grows, under `grow`.
+    mapped: AtomicU64,
+    file: File,
+    grow: Mutex<()>,
+}
+
+// SAFETY: `base` points at a mapping that lives as long as the Region and is only accessed
+// through the methods below, which are bounds-checked and (for writes) `unsafe` with the
+// no-concurrent-access contract; all mutable shared state is atomic or behind `grow`.
+unsafe impl Send for Region {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Region {}
+
+/// Why the region could not grow.
+#[derive(Debug)]
+pub(crate) enum GrowError {
+    /// The reserved address range (the database's maximum size) is exhausted.
+    Full {
+        needed: u64,
+        limit: u64,
+    },
+    Io(io::Error),
+}
+
+impl Region {
+    /// Reserves `reserve` bytes of address space and maps the first `len` bytes of `file`.
+    pub(crate) fn new(file: File, reserve: u64, len: u64) -> io::Result<Region> {
+        let reserve = crate::format::align_up(reserve.max(len).max(GROW_STEP), GROW_STEP);
+        // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
+        // it overlaps nothing of ours.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                reserve as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let region = Region {
+            base: base.cast(),
+            reserved: reserve,
+            mapped: AtomicU64::new(0),
+            file,
+            grow: Mutex::new(()),
+        };
+        if len > 0 {
+            region.map_range(0, len)?;
+            region.mapped.store(len, Ordering::Release);
+        }
+        Ok(region)
+    }
+
+    /// Maps file bytes `from..to` at `base + from` (both page-aligned, inside the reservation).
+    fn map_range(&self, from: u64, to: u64) -> io::Result<()> {
+        debug_assert!(from.is_multiple_of(4096) && to <= self.reserved && from < to);
+        // SAFETY: `from..to` lies inside our own reservation (checked by the callers), so
+        // MAP_FIXED replaces only PROT_NONE pages of ours; the file is at least `to` long.
+        let p = unsafe {
+            libc::mmap(
+                self.at(from).cast(),
+                (to - from) as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                self.file.as_raw_fd(),
+                from as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The address of byte `off` of the map (not checked; the callers check bounds).
+    #[inline]
+    fn at(&self, off: u64) -> *mut u8 {
+        self.base.wrapping_add(off as usize)
+    }
+
+    /// Bytes mapped now.
+    #[inline]
+    pub(crate) fn len(&self) -> u64 {
+        // Acquire pairs with the Release store in `ensure`: the pages are mapped.
+        self.mapped.load(Ordering::Acquire)
+    }
+
+    /// Makes sure bytes `..end` are mapped, growing the file if needed. Threads that need
+    /// no growth never wait here.
+    pub(crate) fn ensure(&self, end: u64) -> Result<(), GrowError> {
+        if end <= self.len() {
+            return Ok(());
+        }
+        self.grow_to(end)
+    }
+
+    #[cold]
+    fn grow_to(&self, end: u64) -> Result<(), GrowError> {
+        if end > self.reserved {
+            return Err(GrowError::Full { needed: end, limit: self.reserved });
+        }
+        let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = self.mapped.load(Ordering::Relaxed);
+        if end <= cur {
+            return Ok(());
+        }
+        let want = end.max(cur + cur.min(GROW_MAX));
+        let new_len = crate::format::align_up(want, GROW_STEP).min(self.reserved);
+        self.file.set_len(new_len).map_err(GrowError::Io)?;
+        self.map_range(cur, new_len).map_err(GrowError::Io)?;
+        // Release pairs with the Acquire in `len`: whoever sees the new length sees the pages.
+        self.mapped.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
+    /// Cuts the file to `len` (page-aligned) while opening, before anyone else sees the map.
+    /// The pages past `len` stay mapped but out of bounds; growth maps over them again.
+    pub(crate) fn shrink_file(&self, len: u64) -> io::Result<()> {
+        let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(len.is_multiple_of(4096) && len <= self.mapped.load(Ordering::Relaxed));
+        // Lower the bound first: nothing may touch the pages that are about to go.
+        self.mapped.store(len, Ordering::Release);
+        self.file.set_len(len)
+    }
+
+    /// An atomic view of `count` aligned words from `off`, or `None` if out of range.
+    #[inline]
+    pub(crate) fn atomic_u64s(&self, off: u64, count: u64) -> Option<&[AtomicU64]> {
+        let end = count.checked_mul(8)?.checked_add(off)?;
+        if !off.is_multiple_of(8) || end > self.len() {
+            return None;
+        }
+        // SAFETY: in bounds and 8-aligned; AtomicU64 has the size and alignment of u64; the
+        // map lives as long as `self`; these words are only accessed atomically (module
+        // contract: index slots are never read or written as plain bytes while shared).
+        Some(unsafe {
+            std::slice::from_raw_parts(self.at(off).cast::<AtomicU64>(), count as usize)
+        })
+    }
+
+    /// The bytes `off..off + len`, or `None` if out of range.
+    ///
+    /// # Safety
+    ///
+    /// No thread may write these bytes while the returned slice lives (published records are
+    /// never rewritten while the file is open; see the module documentation).
+    #[inline]
+    pub(crate) unsafe fn bytes(&self, off: u64, len: usize) -> Option<&[u8]> {
+        let end = off.checked_add(len as u64)?;
+        if end > self.len() {
+            return None;
+        }
+        // SAFETY: in bounds of the mapping, which lives as long as `self`; no concurrent
+        // writer by the caller's contract.
+        Some(unsafe { std::slice::from_raw_parts(self.at(off), len) })
+    }
+
+    /// The bytes from `off` up to `max` bytes, fewer if the map ends sooner.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Region::bytes`].
+    #[inline]
+    pub(crate) unsafe fn bytes_upto(&self, off: u64, max: usize) -> Option<&[u8]> {
+        let avail = self.len().checked_sub(off)?;
+        let n = (avail.min(max as u64)) as usize;
+        // SAFETY: `off + n <= len`; the caller's contract is forwarded.
+        unsafe { self.bytes(off, n) }
+    }
+
+    /// Copies `data` to `off`. Returns `None` (writing nothing) if out of range.
+    ///
+    /// # Safety
+    ///
+    /// No other thread reads or writes these bytes during the call (the range is unpublished
+    /// space owned by the caller, or the file is not shared yet).
+    #[inline]
+    pub(crate) unsafe fn write(&self, off: u64, data: &[u8]) -> Option<()> {
+        let end = off.checked_add(data.len() as u64)?;
+        if end > self.len() {
+            return None;
+        }
+        // SAFETY: in bounds; exclusive access by the caller's contract; `data` cannot overlap
+        // the destination unless it was borrowed from the same unpublished range, which the
+        // contract excludes (published sources are disjoint from unpublished destinations).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len());
+        }
+        Some(())
+    }
+
+    /// Makes every write so far durable (`hard`: waits for the device) or starts writing it
+    /// back (`!hard`).
+    pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {
+        if hard {
+            // fdatasync writes back the page cache pages of this file, including those
+            // dirtied through MAP_SHARED mappings, and the file size.
+            // SAFETY: a plain syscall on our own descriptor.
+            let rc = unsafe { libc::fdatasync(self.file.as_raw_fd()) };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        } else {
+            let len = self.len();
+            if len > 0 {
+                // SAFETY: `base..base+len` is our mapping.
+                let rc = unsafe { libc::msync(self.base.cast(), len as usize, libc::MS_ASYNC) };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the file's length (used on close, after the last write; nothing may touch the
+    /// map past `len` afterwards).
+    pub(crate) fn truncate_file(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    /// The file this region maps.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the whole reservation is ours; `&mut self` proves no reference into it
+        // survives (every slice handed out borrows `self`).
+        unsafe {
+            libc::munmap(self.base.cast(), self.reserved as usize);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memfd() -> File {
+        crate::file_lock::memfd().unwrap()
+    }
+
+    #[test]
+    fn grows_in_place_and_checks_bounds() {
+        let r = Region::new(memfd(), 64 << 20, 0).unwrap();
+        assert_eq!(r.len(), 0);
+        assert!(r.atomic_u64s(0, 1).is_none());
+        r.ensure(100).unwrap();
+        assert_eq!(r.len(), GROW_STEP);
+        // SAFETY: single-threaded test.
+        unsafe { r.write(8, b"hello").unwrap() };
+        let before = r.atomic_u64s(0, 1).unwrap().as_ptr();
+        r.ensure(5 << 20).unwrap();
+        assert!(r.len() >= 5 << 20);
+        assert_eq!(r.atomic_u64s(0, 1).unwrap().as_ptr(), before, "the map moved");
+        // SAFETY: single-threaded test.
+        assert_eq!(unsafe { r.bytes(8, 5) }, Some(&b"hello"[..]));
+        // SAFETY: single-threaded test.
+        assert!(unsafe { r.bytes(r.len() - 2, 4) }.is_none());
+        assert!(r.atomic_u64s(3, 1).is_none());
+        assert!(matches!(r.ensure(65 << 20), Err(GrowError::Full { .. })));
+    }
+}

@@ -1,0 +1,459 @@
+//! A shard: one slice of the key space (the top bits of the key hash pick it) with its own
+//! index table, its own record chunks, its own counters and its own writer lock.
+//!
+//! Readers take no lock and write nothing: they load the shard's table word, probe the table,
+//! and load the table word again; if it changed (the table was replaced by growth or
+//! `clear`) they retry. A writer holds the shard lock ([`senju_sync::SpinRwLock`], exclusive)
+//! for the whole operation, appends the record to the shard's current chunk (a bump pointer;
+//! one global atomic add per new chunk of 4-32 KiB, none per record), then publishes it with
+//! one `Release` store into the slot. Nothing a writer touches is shared with other shards.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use senju_sync::{SpinRwLock, SpinRwLockWriteGuard};
+
+use crate::error::{Result, StorageError};
+use crate::format::{
+    self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DirEntry, MAX_FILE_LEN, PAGE,
+    REC_CLEAR, REC_REMOVE, REC_SET, Record, RecordHead, TOMBSTONE,
+};
+use crate::region::Region;
+use crate::table::{self, Probe, TableRef};
+
+/// State shared by all shards: the map, the file's salt and the end of the allocated space.
+pub(crate) struct Ctx {
+    pub(crate) region: Region,
+    pub(crate) salt: u64,
+    /// End of the space handed out to chunks. One `fetch_add` per new chunk; on a line of
+    /// its own, so these writes do not evict what every reader reads (salt, map length).
+    pub(crate) file_end: CacheLine<AtomicU64>,
+    /// Set once by `close`; checked by writers under their shard lock.
+    pub(crate) closed: AtomicBool,
+    /// log2 of the slot count of a shard's first table (from `Builder::capacity_hint`).
+    pub(crate) first_table_log2: u8,
+}
+
+impl Ctx {
+    /// Hands out `len` bytes (a multiple of [`PAGE`]) at the end of the file.
+    pub(crate) fn alloc(&self, len: u64) -> Result<u64> {
+        let off = self.file_end.fetch_add(len, Ordering::Relaxed);
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= MAX_FILE_LEN)
+            .ok_or(StorageError::Full { needed: off.saturating_add(len), limit: MAX_FILE_LEN })?;
+        self.region.ensure(end)?;
+        Ok(off)
+    }
+
+    /// Writes a chunk header at `off`.
+    fn write_chunk_header(&self, off: u64, h: &ChunkHeader) -> Result<()> {
+        // SAFETY: `off` was just handed out by `alloc` to the calling writer; no other thread
+        // knows it yet.
+        unsafe { self.region.write(off, &h.encode(self.salt)) }
+            .ok_or(StorageError::Corrupted { offset: off, what: "chunk outside the file" })
+    }
+}
+
+/// A value alone on its cache line (two lines: adjacent-line prefetch pairs them).
+#[repr(align(128))]
+#[derive(Debug, Default)]
+pub(crate) struct CacheLine<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// The smallest index table, as log2 of slots (256 slots: one page with its header).
+const MIN_TABLE_LOG2: u8 = 8;
+/// Record chunks start at one page and double per chunk up to this.
+const MAX_RECORD_CHUNK: u64 = 32 << 10;
+
+/// Whether a table of `slots` slots with `used` occupied (live or tombstone) entries must be
+/// rebuilt before one more insert: above 13/16 the probes get long.
+fn over_limit(used: u64, slots: u64) -> bool {
+    (used + 1) * 16 > slots * 13
+}
+
+/// One shard. Cache-line aligned so that shards never share a line.
+#[repr(align(128))]
+pub(crate) struct Shard {
+    /// The current table ([`TableRef::pack`]; 0: none). Written under the lock.
+    table: AtomicU64,
+    /// Live records, written under the lock, read by `len`.
+    count: AtomicU64,
+    state: SpinRwLock<ShardState>,
+}
+
+/// What only the shard's writer touches.
+#[derive(Debug, Default)]
+pub(crate) struct ShardState {
+    id: u32,
+    count: u64,
+    tombs: u64,
+    chunk: u64,
+    cursor: u64,
+    chunk_end: u64,
+    next_seq: u64,
+    dead_bytes: u64,
+    live_bytes: u64,
+}
+
+impl Shard {
+    /// An empty shard.
+    pub(crate) fn new(id: u32) -> Shard {
+        Shard {
+            table: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            state: SpinRwLock::new(ShardState { id, ..ShardState::default() }),
+        }
+    }
+
+    /// A shard as the directory of a cleanly closed file describes it. The caller has checked
+    /// that the table chunk is a valid index chunk of this shard.
+    pub(crate) fn from_dir(id: u32, e: &DirEntry, table: Option<TableRef>) -> Shard {
+        let chunk_end = if e.chunk == 0 { 0 } else { e.cursor.max(e.chunk) };
+        let s = Shard::new(id);
+        s.table.store(table.map_or(0, TableRef::pack), Ordering::Relaxed);
+        s.count.store(e.count, Ordering::Relaxed);
+        *s.state.write() = ShardState {
+            id,
+            count: e.count,
+            tombs: e.tombs,
+            chunk: e.chunk,
+            cursor: e.cursor,
+            chunk_end,
+            next_seq: e.next_seq,
+            dead_bytes: e.dead_bytes,
+            live_bytes: e.live_bytes,
+        };
+        s
+    }
+
+    /// Sets where the current chunk ends (read back from its header on a clean open).
+    pub(crate) fn set_chunk_end(&self, end: u64) {
+        self.state.write().chunk_end = end;
+    }
+
+    /// Live records (a momentary value).
+    pub(crate) fn len(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The live record for `key`, without taking the lock.
+    #[inline]
+    pub(crate) fn get<'r>(
+        &self,
+        ctx: &'r Ctx,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<Record<'r>>> {
+        loop {
+            // Acquire pairs with the Release store that published the table: its slots and
+            // chunk header are visible.
+            let word = self.table.load(Ordering::Acquire);
+            let Some(t) = TableRef::unpack(word) else { return Ok(None) };
+            let found = table::find(&ctx.region, t.view(&ctx.region)?, hash, key, ctx.salt);
+            // The slot loads above are Acquire, so this load cannot move before them. If the
+            // table was replaced meanwhile, the probe may have missed a later write: retry.
+            if self.table.load(Ordering::Relaxed) == word {
+                return found;
+            }
+        }
+    }
+
+    /// Takes the shard's writer lock; fails with `Closed` once the database is closed.
+    pub(crate) fn writer<'a>(&'a self, ctx: &'a Ctx) -> Result<ShardWriter<'a>> {
+        let st = self.state.write();
+        if ctx.closed.load(Ordering::Relaxed) {
+            return Err(StorageError::Closed);
+        }
+        Ok(ShardWriter { ctx, shard: self, st })
+    }
+
+    /// Takes the writer lock even after close (for close itself and for recovery).
+    pub(crate) fn writer_unchecked<'a>(&'a self, ctx: &'a Ctx) -> ShardWriter<'a> {
+        ShardWriter { ctx, shard: self, st: self.state.write() }
+    }
+}
+
+/// A shard with its lock held.
+pub(crate) struct ShardWriter<'a> {
+    ctx: &'a Ctx,
+    shard: &'a Shard,
+    st: SpinRwLockWriteGuard<'a, ShardState>,
+}
+
+impl<'a> ShardWriter<'a> {
+    fn table(&self) -> Option<TableRef> {
+        TableRef::unpack(self.shard.table.load(Ordering::Relaxed))
+    }
+
+    /// Where `key` is, or where it would go (`Vacant { pos: usize::MAX }` if no table yet).
+    pub(crate) fn probe(&self, hash: u64, key: &[u8]) -> Result<Probe> {
+        match self.table() {
+            None => Ok(Probe::Vacant { pos: usize::MAX, tomb: false }),
+            Some(t) => table::probe(&self.ctx.region, t.view(&self.ctx.region)?, hash, key),
+        }
+    }
+
+    /// The live, checksum-verified record a probe found.
+    pub(crate) fn record(&self, p: Probe) -> Result<Option<Record<'a>>> {
+        match p {
+            Probe::Vacant { .. } => Ok(None),
+            Probe::Found { off, .. } => {
+                let r = table::record_at(&self.ctx.region, off)?;
+                if r.kind != REC_SET || !r.verify(self.ctx.salt) {
+                    return Err(StorageError::Corrupted {
+                        offset: off,
+                        what: "record checksum mismatch",
+                    });
+                }
+                Ok(Some(r))
+            }
+        }
+    }
+
+    /// Sets `key` to the concatenation of `parts`; `p` is this key's fresh probe.
+    pub(crate) fn put(&mut self, p: Probe, hash: u64, key: &[u8], parts: &[&[u8]]) -> Result<()> {
+        let p = self.make_room(p, hash, key)?;
+        let (off, len) = self.append(REC_SET, key, parts)?;
+        self.index_put(p, hash, off, len)
+    }
+
+    /// Removes the key a probe found (no-op for `Vacant`); returns whether it was there.
+    pub(crate) fn delete(&mut self, p: Probe, key: &[u8]) -> Result<bool> {
+        if let Probe::Found { .. } = p {
+            let (_, len) = self.append(REC_REMOVE, key, &[])?;
+            self.index_delete(p, len)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Removes every key of this shard.
+    pub(crate) fn clear(&mut self) -> Result<()> {
+        if self.st.count == 0 && self.st.tombs == 0 {
+            return Ok(());
+        }
+        let (_, len) = self.append(REC_CLEAR, b"", &[])?;
+        self.index_clear(len);
+        Ok(())
+    }
+
+    /// Grows (or re-packs) the table first if inserting at `p` would overfill it.
+    fn make_room(&mut self, p: Probe, hash: u64, key: &[u8]) -> Result<Probe> {
+        let needs = match (p, self.table()) {
+            (Probe::Found { .. }, _) | (Probe::Vacant { tomb: true, .. }, Some(_)) => false,
+            (_, None) => true,
+            (Probe::Vacant { .. }, Some(t)) => over_limit(self.st.count + self.st.tombs, t.slots()),
+        };
+        if !needs {
+            return Ok(p);
+        }
+        self.rebuild_table(self.st.count + 1)?;
+        self.probe(hash, key)
+    }
+
+    /// Replaces the table by one sized for `live` entries at most 10/16 full, dropping
+    /// tombstones. Readers keep using the old table until the Release store below, then
+    /// notice the new word and retry.
+    fn rebuild_table(&mut self, live: u64) -> Result<()> {
+        let mut log2 = match self.table() {
+            None => self.ctx.first_table_log2.max(MIN_TABLE_LOG2),
+            Some(_) => MIN_TABLE_LOG2,
+        };
+        while log2 < 39 && live * 16 > (1u64 << log2) * 10 {
+            log2 += 1;
+        }
+        let len = format::index_chunk_len(log2);
+        let off = self.ctx.alloc(len)?;
+        let h = ChunkHeader { kind: CHUNK_INDEX, log2_slots: log2, shard: self.st.id, len, seq: 0 };
+        self.ctx.write_chunk_header(off, &h)?;
+        let new = TableRef { chunk: off, log2 };
+        let region = &self.ctx.region;
+        let to = new.view(region)?;
+        if let Some(old) = self.table() {
+            table::rehash(region, old.view(region)?, to, log2, self.ctx.salt)?;
+        }
+        // Release pairs with the Acquire load in `Shard::get`: readers that see the new word
+        // see its header and every slot copied above.
+        self.shard.table.store(new.pack(), Ordering::Release);
+        self.st.tombs = 0;
+        Ok(())
+    }
+
+    /// Appends a record; returns its offset and length.
+    fn append(&mut self, kind: u8, key: &[u8], parts: &[&[u8]]) -> Result<(u64, u64)> {
+        let vlen: usize = parts.iter().map(|p| p.len()).sum();
+        let head = RecordHead::new(kind, key.len(), vlen);
+        let len = head.record_len(key.len(), vlen);
+        let off = self.reserve(len)?;
+        let region = &self.ctx.region;
+        let oob = || StorageError::Corrupted { offset: off, what: "record outside the file" };
+        let mut at = off;
+        for piece in [&head.bytes[..head.len], key].into_iter().chain(parts.iter().copied()) {
+            // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
+            // published yet, so no other thread reads it; the sources are caller slices or
+            // published (immutable) records, disjoint from it.
+            unsafe { region.write(at, piece) }.ok_or_else(oob)?;
+            at += piece.len() as u64;
+        }
+        let covered = (at - off) as usize;
+        // SAFETY: the bytes just written, still unpublished and only ours.
+        let written = unsafe { region.bytes(off, covered) }.ok_or_else(oob)?;
+        let sum = format::checksum(written, self.ctx.salt);
+        // SAFETY: as for the writes above.
+        unsafe { region.write(at, &sum.to_le_bytes()) }.ok_or_else(oob)?;
+        Ok((off, len))
+    }
+
+    /// Space for a `len`-byte record in the current chunk, starting a new chunk if needed.
+    fn reserve(&mut self, len: u64) -> Result<u64> {
+        if self.st.chunk != 0 && self.st.chunk_end - self.st.cursor >= len {
+            let off = self.st.cursor;
+            self.st.cursor += len;
+            return Ok(off);
+        }
+        let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
+        let need = CHUNK_HEADER_LEN + len;
+        let chunk_len = if need <= normal { normal } else { format::align_up(need, PAGE) };
+        let off = self.ctx.alloc(chunk_len)?;
+        let h = ChunkHeader {
+            kind: CHUNK_RECORDS,
+            log2_slots: 0,
+            shard: self.st.id,
+            len: chunk_len,
+            seq: self.st.next_seq,
+        };
+        self.ctx.write_chunk_header(off, &h)?;
+        self.st.next_seq += 1;
+        self.st.chunk = off;
+        self.st.cursor = off + CHUNK_HEADER_LEN + len;
+        self.st.chunk_end = off + chunk_len;
+        Ok(off + CHUNK_HEADER_LEN)
+    }
+
+    /// Points the index at the record at `off` (already written), growing first if needed.
+    pub(crate) fn index_put(&mut self, p: Probe, hash: u64, off: u64, len: u64) -> Result<()> {
+        let region = &self.ctx.region;
+        let slot = format::slot_encode(off, hash);
+        match p {
+            Probe::Found { pos, off: old } => {
+                let old_len = table::record_at(region, old)?.len;
+                self.st.dead_bytes += old_len;
+                self.st.live_bytes = self.st.live_bytes.saturating_sub(old_len) + len;
+                let t = self.table().expect("a found key has a table");
+                // Release pairs with the reader's Acquire load of the slot (`table::find`).
+                t.view(region)?[pos].store(slot, Ordering::Release);
+            }
+            Probe::Vacant { pos, tomb } => {
+                let t = self.table().expect("make_room creates the table");
+                // Release: as above.
+                t.view(region)?[pos].store(slot, Ordering::Release);
+                if tomb {
+                    self.st.tombs = self.st.tombs.saturating_sub(1);
+                }
+                self.st.count += 1;
+                self.st.live_bytes += len;
+                self.shard.count.store(self.st.count, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the slot a probe found as removed; `len` is the tombstone record's length.
+    pub(crate) fn index_delete(&mut self, p: Probe, len: u64) -> Result<()> {
+        if let Probe::Found { pos, off } = p {
+            let region = &self.ctx.region;
+            let old_len = table::record_at(region, off)?.len;
+            let t = self.table().expect("a found key has a table");
+            // Release: a reader that sees the tombstone also sees the tombstone record (for
+            // symmetry; readers do not read it).
+            t.view(region)?[pos].store(TOMBSTONE, Ordering::Release);
+            // Saturating: counts from a damaged directory must not panic.
+            self.st.count = self.st.count.saturating_sub(1);
+            self.st.tombs += 1;
+            self.st.live_bytes = self.st.live_bytes.saturating_sub(old_len);
+            self.st.dead_bytes += old_len + len;
+            self.shard.count.store(self.st.count, Ordering::Relaxed);
+        } else {
+            self.st.dead_bytes += len;
+        }
+        Ok(())
+    }
+
+    /// Drops the whole table (readers see "no table", i.e. no keys); `len` is the clear
+    /// record's length.
+    pub(crate) fn index_clear(&mut self, len: u64) {
+        // Release: readers that see 0 find nothing, which is the state after the clear record.
+        self.shard.table.store(0, Ordering::Release);
+        self.st.dead_bytes += self.st.live_bytes + len;
+        self.st.live_bytes = 0;
+        self.st.count = 0;
+        self.st.tombs = 0;
+        self.shard.count.store(0, Ordering::Relaxed);
+    }
+
+    /// Replays a record found at `off` during recovery.
+    pub(crate) fn replay(&mut self, off: u64, rec: &Record<'_>) -> Result<()> {
+        let hash = format::key_hash(rec.key, self.ctx.salt);
+        match rec.kind {
+            REC_SET => {
+                let p = self.probe(hash, rec.key)?;
+                let p = self.make_room(p, hash, rec.key)?;
+                self.index_put(p, hash, off, rec.len)
+            }
+            REC_REMOVE => {
+                let p = self.probe(hash, rec.key)?;
+                self.index_delete(p, rec.len)
+            }
+            _ => {
+                self.index_clear(rec.len);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records a record chunk seen during recovery, so new chunks get later sequence numbers;
+    /// the shard never appends to an old chunk after a crash.
+    pub(crate) fn saw_chunk(&mut self, seq: u64) {
+        self.st.next_seq = self.st.next_seq.max(seq + 1);
+    }
+
+    /// This shard's directory entry.
+    pub(crate) fn dir_entry(&self) -> DirEntry {
+        DirEntry {
+            table: self.table().map_or(0, |t| t.chunk),
+            count: self.st.count,
+            tombs: self.st.tombs,
+            chunk: self.st.chunk,
+            cursor: self.st.cursor,
+            next_seq: self.st.next_seq,
+            dead_bytes: self.st.dead_bytes,
+            live_bytes: self.st.live_bytes,
+        }
+    }
+
+    /// Offsets of every live record, read under the lock (a consistent snapshot of the
+    /// shard).
+    pub(crate) fn live_offsets(&self) -> Result<Vec<u64>> {
+        let Some(t) = self.table() else { return Ok(Vec::new()) };
+        let slots = t.view(&self.ctx.region)?;
+        let mut out = Vec::with_capacity(self.st.count as usize);
+        for s in slots {
+            let s = s.load(Ordering::Relaxed);
+            if s != 0 && s != TOMBSTONE {
+                out.push(format::slot_offset(s));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Table slots and byte counters, for `stats`.
+    pub(crate) fn usage(&self) -> (u64, u64, u64) {
+        (self.table().map_or(0, TableRef::slots), self.st.live_bytes, self.st.dead_bytes)
+    }
+}

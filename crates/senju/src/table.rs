@@ -1,0 +1,189 @@
+//! One shard's index table: `2^k` slots of 8 bytes inside an index chunk, open addressing with
+//! linear probing, tombstones for removed entries (so no entry ever moves while readers probe).
+//!
+//! A slot holds the record's offset and the low 24 bits of the key's hash (see
+//! [`format::slot_encode`]); the table position is the low `k` bits of the same hash, so a
+//! table of up to `2^24` slots doubles without reading a single record, and a probe reads a
+//! record only when 24 hash bits match.
+//!
+//! Slots are only read and written as atomics. A writer (holding the shard lock) publishes a
+//! record by a `Release` store of its slot after writing the record; a reader's `Acquire` load
+//! of the slot pairs with it, so the reader sees the whole record.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Result, StorageError};
+use crate::format::{
+    self, CHUNK_HEADER_LEN, MAX_RECORD_HEAD, PAGE, REC_SET, Record, RecordError, SLOT_HASH_BITS,
+    TOMBSTONE,
+};
+use crate::region::Region;
+
+/// A table's location: the index chunk's offset and log2 of its slot count, packed in one
+/// word (chunk offsets are page-aligned, so the low 12 bits are free). `0` means "no table".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TableRef {
+    pub(crate) chunk: u64,
+    pub(crate) log2: u8,
+}
+
+impl TableRef {
+    pub(crate) fn pack(self) -> u64 {
+        debug_assert!(self.chunk.is_multiple_of(PAGE) && self.chunk != 0);
+        self.chunk | u64::from(self.log2)
+    }
+
+    pub(crate) fn unpack(word: u64) -> Option<TableRef> {
+        (word != 0).then_some(TableRef { chunk: word & !(PAGE - 1), log2: (word & 0xff) as u8 })
+    }
+
+    pub(crate) fn slots(self) -> u64 {
+        1 << self.log2
+    }
+
+    /// The slot array, or a `Corrupted` error if it is not inside the map.
+    pub(crate) fn view(self, region: &Region) -> Result<&[AtomicU64]> {
+        region.atomic_u64s(self.chunk + CHUNK_HEADER_LEN, self.slots()).ok_or(
+            StorageError::Corrupted { offset: self.chunk, what: "index table outside the file" },
+        )
+    }
+}
+
+/// Reads the record at `off`: bounds-checked, lengths checked, checksum not yet verified.
+pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
+    let bad = |what| StorageError::Corrupted { offset: off, what };
+    // SAFETY: `off` comes from a published slot (or a replay scan at open, before any other
+    // thread exists); published records are never written again while the file is open.
+    let head = unsafe { region.bytes_upto(off, MAX_RECORD_HEAD) }.ok_or(bad("record offset"))?;
+    let (_, klen, vlen, hlen) = format::decode_head(head).map_err(|e| match e {
+        RecordError::End => bad("index points at empty space"),
+        RecordError::Malformed => bad("malformed record header"),
+    })?;
+    // SAFETY: as above.
+    let bytes = unsafe { region.bytes(off, hlen + klen + vlen + 4) }.ok_or(bad("record length"))?;
+    Record::decode(bytes).map_err(|_| bad("malformed record"))
+}
+
+/// What a writer's probe found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Probe {
+    /// The key is at slot `pos`, in the record at `off`.
+    Found { pos: usize, off: u64 },
+    /// The key is absent; it would go in slot `pos` (`tomb`: reusing a tombstone).
+    Vacant { pos: usize, tomb: bool },
+}
+
+#[inline]
+fn tag(hash: u64) -> u64 {
+    hash & ((1 << SLOT_HASH_BITS) - 1)
+}
+
+/// Probes `slots` for `key` (hash `hash`); the matching, checksum-verified record.
+///
+/// Safe to run concurrently with a writer of the same table: it reads only atomics and
+/// published records. The caller re-checks that the table was not replaced meanwhile.
+#[inline]
+pub(crate) fn find<'r>(
+    region: &'r Region,
+    slots: &[AtomicU64],
+    hash: u64,
+    key: &[u8],
+    salt: u64,
+) -> Result<Option<Record<'r>>> {
+    let mask = slots.len() - 1;
+    let mut pos = hash as usize & mask;
+    for _ in 0..slots.len() {
+        // Acquire pairs with the writer's Release store of the slot: the record it names is
+        // fully written.
+        let s = slots[pos].load(Ordering::Acquire);
+        if s == 0 {
+            return Ok(None);
+        }
+        if s != TOMBSTONE && format::slot_hash_bits(s) == tag(hash) {
+            let off = format::slot_offset(s);
+            let rec = record_at(region, off)?;
+            if rec.key == key {
+                if rec.kind != REC_SET || !rec.verify(salt) {
+                    return Err(StorageError::Corrupted {
+                        offset: off,
+                        what: "record checksum mismatch",
+                    });
+                }
+                return Ok(Some(rec));
+            }
+        }
+        pos = (pos + 1) & mask;
+    }
+    Ok(None)
+}
+
+/// Probes for `key` on behalf of the shard's writer (who holds the shard lock).
+pub(crate) fn probe(region: &Region, slots: &[AtomicU64], hash: u64, key: &[u8]) -> Result<Probe> {
+    let mask = slots.len() - 1;
+    let mut pos = hash as usize & mask;
+    let mut first_tomb = None;
+    for _ in 0..slots.len() {
+        // Relaxed: only the lock holder writes slots, and it is us.
+        let s = slots[pos].load(Ordering::Relaxed);
+        if s == 0 {
+            return Ok(match first_tomb {
+                Some(t) => Probe::Vacant { pos: t, tomb: true },
+                None => Probe::Vacant { pos, tomb: false },
+            });
+        }
+        if s == TOMBSTONE {
+            first_tomb.get_or_insert(pos);
+        } else if format::slot_hash_bits(s) == tag(hash) {
+            let off = format::slot_offset(s);
+            if record_at(region, off)?.key == key {
+                return Ok(Probe::Found { pos, off });
+            }
+        }
+        pos = (pos + 1) & mask;
+    }
+    match first_tomb {
+        Some(t) => Ok(Probe::Vacant { pos: t, tomb: true }),
+        None => Err(StorageError::Corrupted { offset: 0, what: "index table has no free slot" }),
+    }
+}
+
+/// Copies every live entry of `from` into the empty table `to` (which no reader sees yet).
+/// Entries keep their slot value; positions come from the 24 stored hash bits, or from
+/// re-hashing the key when `to` is larger than `2^24` slots.
+pub(crate) fn rehash(
+    region: &Region,
+    from: &[AtomicU64],
+    to: &[AtomicU64],
+    to_log2: u8,
+    salt: u64,
+) -> Result<()> {
+    let mask = to.len() - 1;
+    for slot in from {
+        let s = slot.load(Ordering::Relaxed);
+        if s == 0 || s == TOMBSTONE {
+            continue;
+        }
+        let hash = if u32::from(to_log2) <= SLOT_HASH_BITS {
+            format::slot_hash_bits(s)
+        } else {
+            format::key_hash(record_at(region, format::slot_offset(s))?.key, salt)
+        };
+        let mut pos = hash as usize & mask;
+        let mut probes = 0;
+        while to[pos].load(Ordering::Relaxed) != 0 {
+            pos = (pos + 1) & mask;
+            probes += 1;
+            if probes == to.len() {
+                // Only possible if the old table held more entries than its shard's count
+                // says, i.e. the file is damaged.
+                return Err(StorageError::Corrupted {
+                    offset: 0,
+                    what: "index holds too many entries",
+                });
+            }
+        }
+        // Relaxed: the table is published later with a Release store of its TableRef.
+        to[pos].store(s, Ordering::Relaxed);
+    }
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! Every operation of `Db`, on a file and in memory.
+
+mod common;
+
+use common::TempDir;
+use senju::{Db, Durability, MAX_KEY_LEN, OpenError, StorageError};
+
+fn each_engine(test: impl Fn(&Db)) {
+    let dir = TempDir::new("ops");
+    let file = Db::builder().shards(4).open(dir.file("ops.sj")).unwrap();
+    test(&file);
+    file.close().unwrap();
+    test(&Db::builder().shards(4).memory().unwrap());
+}
+
+#[test]
+fn set_get_contains_remove() {
+    each_engine(|db| {
+        assert_eq!(db.get(b"a").unwrap(), None);
+        db.set(b"a", b"1").unwrap();
+        db.set(b"", b"empty key").unwrap();
+        db.set(b"b", b"").unwrap();
+        assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
+        assert_eq!(db.get(b"b").unwrap(), Some(vec![]));
+        assert!(db.contains(b"b").unwrap());
+        db.set(b"a", b"22").unwrap();
+        assert_eq!(db.get_with(b"a", |v| v.to_vec()).unwrap(), Some(b"22".to_vec()));
+        assert_eq!(db.len(), 3);
+        assert!(db.remove(b"a").unwrap());
+        assert!(!db.remove(b"a").unwrap());
+        assert!(!db.contains(b"a").unwrap());
+        assert_eq!(db.len(), 2);
+    });
+}
+
+#[test]
+fn add_cas_append_update() {
+    each_engine(|db| {
+        assert!(db.add(b"k", b"v").unwrap());
+        assert!(!db.add(b"k", b"w").unwrap());
+        assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert!(!db.compare_and_set(b"k", Some(b"x"), Some(b"y")).unwrap());
+        assert!(db.compare_and_set(b"k", Some(b"v"), Some(b"y")).unwrap());
+        assert!(db.compare_and_set(b"k", Some(b"y"), None).unwrap());
+        assert!(!db.contains(b"k").unwrap());
+        assert!(db.compare_and_set(b"k", None, Some(b"z")).unwrap());
+        db.append(b"k", b",1").unwrap();
+        db.append(b"new", b"x").unwrap();
+        assert_eq!(db.get(b"k").unwrap(), Some(b"z,1".to_vec()));
+        assert_eq!(db.get(b"new").unwrap(), Some(b"x".to_vec()));
+        let n = db
+            .update(b"n", |old| {
+                let v = old.map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
+                Some((v + 1).to_le_bytes().to_vec())
+            })
+            .unwrap();
+        assert_eq!(n, Some(1u64.to_le_bytes().to_vec()));
+        assert_eq!(db.update(b"n", |_| None).unwrap(), None);
+        assert!(!db.contains(b"n").unwrap());
+    });
+}
+
+#[test]
+fn batches_iter_clear_stats() {
+    each_engine(|db| {
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..500u32)
+            .map(|i| (format!("{i:08}").into_bytes(), i.to_le_bytes().to_vec()))
+            .collect();
+        db.set_many(&pairs).unwrap();
+        let got = db.get_many(&[b"00000007".to_vec(), b"nope".to_vec()]).unwrap();
+        assert_eq!(got, vec![Some(7u32.to_le_bytes().to_vec()), None]);
+        let mut seen: Vec<_> = db.iter().map(Result::unwrap).collect();
+        seen.sort();
+        assert_eq!(seen, pairs);
+        assert_eq!(db.remove_many(&[b"00000001", b"00000002", b"zzzzzzzz"]).unwrap(), 2);
+        let s = db.stats().unwrap();
+        assert_eq!((s.records, s.shards), (498, 4));
+        assert!(s.table_slots >= 498 && s.live_bytes > 0 && s.dead_bytes > 0);
+        db.clear().unwrap();
+        assert!(db.is_empty());
+        assert_eq!(db.iter().count(), 0);
+        assert_eq!(db.get(b"00000007").unwrap(), None);
+        db.set(b"after", b"clear").unwrap();
+        assert_eq!(db.iter().count(), 1);
+    });
+}
+
+#[test]
+fn tables_grow_with_the_data() {
+    let db = Db::builder().shards(1).memory().unwrap();
+    for i in 0..100_000u32 {
+        db.set(&i.to_le_bytes(), &i.to_be_bytes()).unwrap();
+    }
+    for i in (0..100_000u32).step_by(2) {
+        assert!(db.remove(&i.to_le_bytes()).unwrap());
+    }
+    for i in 0..100_000u32 {
+        let want = (i % 2 == 1).then(|| i.to_be_bytes().to_vec());
+        assert_eq!(db.get(&i.to_le_bytes()).unwrap(), want, "key {i}");
+    }
+    assert_eq!(db.len(), 50_000);
+    assert!(db.stats().unwrap().table_slots >= 65_536);
+}
+
+#[test]
+fn large_values_and_limits() {
+    each_engine(|db| {
+        let big = vec![7u8; 3 << 20];
+        db.set(b"big", &big).unwrap();
+        db.set(b"small", b"s").unwrap();
+        assert_eq!(db.get(b"big").unwrap().as_deref(), Some(&big[..]));
+        assert_eq!(db.get(b"small").unwrap(), Some(b"s".to_vec()));
+        let long_key = vec![1u8; MAX_KEY_LEN];
+        db.set(&long_key, b"ok").unwrap();
+        assert_eq!(db.get(&long_key).unwrap(), Some(b"ok".to_vec()));
+        let too_long = vec![1u8; MAX_KEY_LEN + 1];
+        let e = db.set(&too_long, b"x").unwrap_err();
+        assert!(matches!(e, StorageError::TooLarge { what: "key", .. }), "{e}");
+        assert!(matches!(db.get(&too_long), Err(StorageError::TooLarge { .. })));
+    });
+}
+
+#[test]
+fn closed_handle_refuses_work() {
+    each_engine(|db| {
+        db.set(b"a", b"b").unwrap();
+    });
+    let db = Db::memory().unwrap();
+    db.set(b"a", b"b").unwrap();
+    db.close().unwrap();
+    db.close().unwrap();
+    assert!(matches!(db.get(b"a"), Err(StorageError::Closed)));
+    assert!(matches!(db.set(b"a", b"c"), Err(StorageError::Closed)));
+    assert!(matches!(db.sync(Durability::Soft), Err(StorageError::Closed)));
+    assert!(matches!(db.iter().next(), Some(Err(StorageError::Closed))));
+}
+
+#[test]
+fn reopen_keeps_everything() {
+    let dir = TempDir::new("reopen");
+    let path = dir.file("p.sj");
+    {
+        let db = Db::builder().shards(8).open(&path).unwrap();
+        for i in 0..5000u32 {
+            db.set(format!("key{i}").as_bytes(), format!("value{i}").as_bytes()).unwrap();
+        }
+        for i in 0..1000u32 {
+            db.remove(format!("key{i}").as_bytes()).unwrap();
+        }
+        db.sync(Durability::Hard).unwrap();
+    } // dropped: closes cleanly
+    let size = std::fs::metadata(&path).unwrap().len();
+    // Options other than `shards` apply; `shards` comes from the file.
+    let db = Db::builder().shards(64).open(&path).unwrap();
+    assert_eq!(db.stats().unwrap().shards, 8);
+    assert_eq!(db.stats().unwrap().file_bytes, size);
+    assert_eq!(db.len(), 4000);
+    for i in 0..5000u32 {
+        let want = (i >= 1000).then(|| format!("value{i}").into_bytes());
+        assert_eq!(db.get(format!("key{i}").as_bytes()).unwrap(), want);
+    }
+    db.set(b"more", b"data").unwrap();
+    db.close().unwrap();
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.len(), 4001);
+    assert_eq!(db.get(b"more").unwrap(), Some(b"data".to_vec()));
+    drop(db);
+    let db = Db::builder().truncate(true).open(&path).unwrap();
+    assert!(db.is_empty());
+}
+
+#[test]
+fn open_errors_are_clear() {
+    let dir = TempDir::new("openerr");
+    let e = Db::builder().create(false).open(dir.file("missing.sj")).unwrap_err();
+    assert!(matches!(e, OpenError::NotFound { .. }), "{e}");
+    std::fs::write(
+        dir.file("text.txt"),
+        b"hello, this is not a database at all....................................",
+    )
+    .unwrap();
+    let e = Db::open(dir.file("text.txt")).unwrap_err();
+    assert!(matches!(e, OpenError::NotADatabase { .. }), "{e}");
+    let e = Db::builder().shards(3).memory().unwrap_err();
+    assert!(matches!(e, OpenError::InvalidOption { name: "shards", .. }), "{e}");
+}
+
+#[test]
+fn second_open_in_process_is_locked() {
+    let dir = TempDir::new("lock1");
+    let path = dir.file("l.sj");
+    let db = Db::open(&path).unwrap();
+    match Db::open(&path) {
+        Err(OpenError::Locked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    db.close().unwrap();
+    Db::open(&path).unwrap();
+}
+
+#[test]
+fn capacity_hint_sizes_the_first_tables() {
+    let db = Db::builder().shards(2).capacity_hint(10_000).memory().unwrap();
+    db.set(b"a", b"1").unwrap();
+    // 5,000 records per shard at most 10/16 full: 8,192 slots.
+    assert_eq!(db.stats().unwrap().table_slots, 8192);
+    let plain = Db::builder().shards(2).memory().unwrap();
+    plain.set(b"a", b"1").unwrap();
+    assert_eq!(plain.stats().unwrap().table_slots, 256);
+}

@@ -1,0 +1,148 @@
+//! Tests with a real second process: the writer lock, and SIGKILL at random moments.
+//!
+//! The child is this same test binary, re-run with `--exact child_process` and the role in
+//! `SENJU_TEST_CHILD`; without that variable `child_process` does nothing.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::TempDir;
+use senju::{Db, Durability, OpenError};
+
+fn spawn_child(role: &str, path: &std::path::Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_process", "--nocapture", "--test-threads=1"])
+        .env("SENJU_TEST_CHILD", role)
+        .env("SENJU_TEST_PATH", path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the child's stdout until a line containing `prefix`; returns the line from there
+/// (the harness prints `test child_process ... ` before the child's first line).
+fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, prefix: &str) -> String {
+    for line in lines {
+        let line = line.unwrap();
+        if let Some(at) = line.find(prefix) {
+            return line[at..].to_string();
+        }
+    }
+    panic!("child exited before printing {prefix}");
+}
+
+#[test]
+fn child_process() {
+    let Ok(role) = std::env::var("SENJU_TEST_CHILD") else { return };
+    let path = std::env::var("SENJU_TEST_PATH").unwrap();
+    match role.as_str() {
+        "hold" => {
+            let db = Db::open(&path).unwrap();
+            db.set(b"held", b"yes").unwrap();
+            println!("LOCKED");
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        "writer" => {
+            // Writes keys in rounds; after each round's hard sync, reports the round. The
+            // value of key `k` written in round `r` is `r`, so the parent can tell which
+            // rounds must be complete.
+            let db = Db::builder().shards(16).open(&path).unwrap();
+            let start: u64 =
+                db.get(b"round").unwrap().map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
+            for round in start + 1.. {
+                for k in 0..200u32 {
+                    let value = vec![(round % 251) as u8; 1 + (k as usize * 13) % 300];
+                    db.set(format!("k{k}").as_bytes(), &value).unwrap();
+                    if k % 7 == 0 {
+                        db.remove(format!("gone{k}").as_bytes()).unwrap();
+                        db.set(format!("gone{k}").as_bytes(), b"x").unwrap();
+                    }
+                }
+                db.set(b"round", &round.to_le_bytes()).unwrap();
+                db.sync(Durability::Hard).unwrap();
+                println!("SYNCED {round}");
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[test]
+fn second_process_gets_locked_with_the_holders_pid() {
+    let dir = TempDir::new("lock2");
+    let path = dir.file("l.sj");
+    let mut child = spawn_child("hold", &path);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_for(&mut lines, "LOCKED");
+    let err = Db::open(&path).unwrap_err();
+    match &err {
+        OpenError::Locked { pid, .. } => assert_eq!(*pid, Some(child.id())),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&format!("process {}", child.id())), "{err}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The lock dies with its holder; the data it wrote (page cache) is recovered.
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.get(b"held").unwrap(), Some(b"yes".to_vec()));
+}
+
+/// How many SIGKILLs: 30 by default, `SENJU_CRASH_KILLS` for a longer run (e.g. 1000).
+fn kills() -> u32 {
+    std::env::var("SENJU_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(30)
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_no_synced_round() {
+    let dir = TempDir::new("crash");
+    let path = dir.file("c.sj");
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let t0 = std::time::Instant::now();
+    for kill in 0..kills() {
+        let mut child = spawn_child("writer", &path);
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first: u64 = wait_for(&mut lines, "SYNCED ")[7..].parse().unwrap();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_micros(rng % 20_000));
+        child.kill().unwrap();
+        // Everything the child printed before dying was synced.
+        let mut synced = first;
+        for line in lines.map_while(Result::ok) {
+            if let Some(at) = line.find("SYNCED ") {
+                synced = line[at + 7..].parse().unwrap();
+            }
+        }
+        child.wait().unwrap();
+        let db = Db::builder().shards(16).open(&path).unwrap();
+        let round = u64::from_le_bytes(db.get(b"round").unwrap().unwrap().try_into().unwrap());
+        assert!(round >= synced, "kill {kill}: synced round {synced} but found {round}");
+        // Every key holds a whole value of the last round or the one in flight.
+        for k in 0..200u32 {
+            let v = db.get(format!("k{k}").as_bytes()).unwrap().expect("key lost");
+            assert_eq!(v.len(), 1 + (k as usize * 13) % 300, "kill {kill}: torn length");
+            let r = u64::from(v[0]);
+            assert!(v.iter().all(|&b| u64::from(b) == r), "kill {kill}: torn value");
+            assert!(r == round % 251 || r == (round + 1) % 251, "kill {kill}: stale round");
+        }
+        for k in (0..200u32).step_by(7) {
+            // Each round removes and re-sets these keys; the round in flight may have been
+            // killed between the two.
+            let v = db.get(format!("gone{k}").as_bytes()).unwrap();
+            assert!(v.is_none() || v.as_deref() == Some(&b"x"[..]), "kill {kill}: {v:?}");
+        }
+        db.close().unwrap();
+        if std::env::var_os("SENJU_CRASH_VERBOSE").is_some() {
+            let size = std::fs::metadata(&path).unwrap().len();
+            eprintln!(
+                "kill {kill}: synced {synced} found {round} size {size} at {:?}",
+                t0.elapsed()
+            );
+        }
+    }
+}
