@@ -7,17 +7,21 @@ export CARGO_TERM_COLOR ?= never
 
 # loom builds the lock crate with `--cfg loom`; a separate target directory keeps the two
 # builds from invalidating each other.
-LOOM_ENV := RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom
+LOOM_ENV := RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom
 
-.PHONY: all setup run test lint unit loom smoke bench-locks clean
+.PHONY: all setup run test lint unit loom smoke bench-locks bench-locks-quick clean
 
 all: test
 
 setup:
 	@scripts/setup.sh
 
-## The main job: the lock benchmark at 1, 2, 4 and 8 threads (until the database lands).
+## The main job: `senju perf sequence` at 1, 2 and 4 threads (1,000,000 records each), one table.
 run: setup
+	scripts/run-main-job.sh
+
+## The lock benchmark's short showcase at 1, 2, 4 and 8 threads.
+bench-locks-quick: setup
 	$(CARGO) build --release -q -p senju-bench --bin senju-lockbench
 	target/release/senju-lockbench --threads 1,2,4,8
 
@@ -38,6 +42,14 @@ loom:
 smoke:
 	$(CARGO) build --release -q -p senju-bench --bin senju-lockbench
 	target/release/senju-lockbench --quick --threads 1,2
+	$(CARGO) build --release -q -p senju-cli --bin senju -p senju-bench --bin senju-allocbench
+	target/release/senju perf sequence --iter 5000 --threads 2 --validate
+	target/release/senju perf sequence --dbm memory --iter 5000 --threads 2 --random_key --random_value
+	target/release/senju perf parallel --iter 5000 --threads 2 --random_key --validate
+	target/release/senju perf parallel --dbm memory --iter 5000 --threads 4 --keys 1000 --validate
+	target/release/senju perf wicked --iter 5000 --threads 2 --iterator --sync --validate
+	target/release/senju perf wicked --dbm memory --iter 5000 --threads 4 --iterator --clear --validate
+	target/release/senju-allocbench --quick --threads 1,2
 
 ## The full lock benchmark of lab/0001-locks (minutes; not part of `make test`).
 bench-locks: setup
