@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crate::db::Db;
+use crate::epoch::Epochs;
 use crate::error::OpenError;
 use crate::file_lock;
 use crate::format::{
@@ -101,14 +102,10 @@ impl Builder {
         self
     }
 
-    /// log2 of the first table size that holds `capacity_hint / shards` records.
-    fn first_table_log2(&self) -> u8 {
+    /// Slots of the first table: `capacity_hint / shards` records at most 7/8 full.
+    fn first_table_slots(&self) -> u64 {
         let per_shard = self.capacity_hint / u64::from(self.shards.max(1));
-        let mut log2 = 0u8;
-        while log2 < 32 && per_shard * 16 > (1u64 << log2) * 10 {
-            log2 += 1;
-        }
-        log2
+        (per_shard * 8).div_ceil(7).min(1 << 31)
     }
 
     fn check(&self) -> Result<u32, OpenError> {
@@ -153,7 +150,7 @@ impl Builder {
         if self.truncate {
             file.set_len(0).map_err(io_err)?;
         }
-        open_file(file, Some(path), shard_bits, self.max_size, self.first_table_log2())
+        open_file(file, Some(path), shard_bits, self.max_size, self.first_table_slots())
     }
 
     /// Creates an empty database in anonymous memory: the same engine and format, nothing
@@ -162,7 +159,7 @@ impl Builder {
         let shard_bits = self.check()?;
         let file =
             file_lock::memfd().map_err(|source| OpenError::Io { path: PathBuf::new(), source })?;
-        open_file(file, None, shard_bits, self.max_size, self.first_table_log2())
+        open_file(file, None, shard_bits, self.max_size, self.first_table_slots())
     }
 }
 
@@ -172,7 +169,7 @@ fn open_file(
     path: Option<PathBuf>,
     shard_bits: u32,
     max_size: u64,
-    first_table_log2: u8,
+    first_table_slots: u64,
 ) -> Result<Db, OpenError> {
     let shown = path.clone().unwrap_or_default();
     let io_err = |source| OpenError::Io { path: shown.clone(), source };
@@ -229,7 +226,8 @@ fn open_file(
         salt: header.salt,
         file_end: CacheLine(AtomicU64::new(fixed_len)),
         closed: AtomicBool::new(false),
-        first_table_log2,
+        first_table_slots,
+        epochs: Epochs::new(),
     };
     let n = 1usize << header.shard_bits;
     let clean = header.flags & FLAG_CLEAN != 0
@@ -237,6 +235,9 @@ fn open_file(
         && header.data_end >= header.data_start
         && header.data_end.is_multiple_of(PAGE);
     let loaded = if clean { load_directory(&ctx, &header, n) } else { None };
+    let walk_len = if loaded.is_some() { header.data_end } else { len };
+    let walk = recovery::walk(&ctx, n, header.data_start, walk_len);
+    let recovered = loaded.is_none();
     let shards = match loaded {
         Some(shards) => {
             ctx.file_end.store(header.data_end, std::sync::atomic::Ordering::Relaxed);
@@ -244,22 +245,72 @@ fn open_file(
         }
         None => {
             let shards: Box<[Shard]> = (0..n as u32).map(Shard::new).collect();
-            let (chunks, end) = recovery::walk(&ctx, n, header.data_start, len);
-            let end = format::align_up(end, PAGE);
+            let end = format::align_up(walk.end, PAGE);
             if end < fixed_len {
                 ctx.region.shrink_file(end).map_err(io_err)?;
             }
             ctx.file_end.store(end, std::sync::atomic::Ordering::Relaxed);
-            recovery::replay(&ctx, &shards, &chunks)?;
+            recovery::replay(&ctx, &shards, &walk)?;
             shards
         }
     };
+    hand_out_space(&ctx, &shards, &walk, recovered).map_err(io_err)?;
     let header =
         Header { flags: 0, pid: std::process::id(), generation: header.generation + 1, ..header };
     let db = Db::from_parts(ctx, shards, header, path);
     db.write_header(&header)?;
     db.sync_hard_if_file()?;
     Ok(db)
+}
+
+/// Gives each shard its live record chunks and the free space the walk found. Voided record
+/// chunks still hold valid records: they (and, after a crash, every gap) are punched to zeros
+/// and synced before any of that space is reused, so no stale record can ever follow a new
+/// one. Index chunks other than the shards' current tables are free as they are.
+fn hand_out_space(
+    ctx: &Ctx,
+    shards: &[Shard],
+    walk: &recovery::Walk,
+    recovered: bool,
+) -> std::io::Result<()> {
+    let n = shards.len();
+    let mut chunks = vec![Vec::new(); n];
+    let mut free = vec![Vec::new(); n];
+    let mut punch = Vec::new();
+    let tables: std::collections::HashSet<u64> =
+        shards.iter().filter_map(|s| s.table_ref().map(|t| t.chunk)).collect();
+    for c in &walk.chunks {
+        let ext = (c.off, c.end - c.off);
+        let s = c.shard as usize;
+        if walk.live(c) {
+            chunks[s].push((c.seq, ext));
+        } else if recovery::is_index(c) {
+            if !tables.contains(&c.off) {
+                free[s].push(ext);
+            }
+        } else {
+            punch.push(ext);
+            free[s].push(ext);
+        }
+    }
+    for (i, &g) in walk.gaps.iter().enumerate() {
+        if recovered {
+            punch.push(g);
+        }
+        free[i % n].push(g);
+    }
+    if !punch.is_empty() {
+        for &(off, len) in &punch {
+            // SAFETY: opening is single-threaded; nothing references this space.
+            unsafe { ctx.region.punch_hole(off, len)? };
+        }
+        ctx.region.sync_all()?;
+    }
+    for (s, (mut c, f)) in shards.iter().zip(chunks.into_iter().zip(free)) {
+        c.sort_unstable();
+        s.set_space(c.into_iter().map(|(_, e)| e).collect(), f);
+    }
+    Ok(())
 }
 
 /// Reads the directory of a cleanly closed file; `None` if anything in it does not check
@@ -272,7 +323,10 @@ fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
         let e = DirEntry::decode(unsafe { ctx.region.bytes(at, DIR_ENTRY_LEN) }?)?;
         let chunk = |off: u64, kind: u8| -> Option<ChunkHeader> {
             // SAFETY: as above.
-            let c = ChunkHeader::decode(unsafe { ctx.region.bytes(off, 32) }?, ctx.salt)?;
+            let c = ChunkHeader::decode(
+                unsafe { ctx.region.bytes(off, format::CHUNK_HEADER_LEN as usize) }?,
+                ctx.salt,
+            )?;
             let ok = c.kind == kind
                 && c.shard == id
                 && recovery::chunk_in_range(off, c.len, h.data_start, h.data_end);
@@ -282,7 +336,7 @@ fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
             None
         } else {
             let c = chunk(e.table, CHUNK_INDEX)?;
-            Some(TableRef { chunk: e.table, log2: c.log2_slots })
+            Some(TableRef { chunk: e.table, len: c.len })
         };
         let used = e.count.checked_add(e.tombs)?;
         if table.map_or(used != 0, |t| used >= t.slots()) {

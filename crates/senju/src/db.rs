@@ -51,6 +51,8 @@ pub struct Db {
     path: Option<PathBuf>,
     /// Whether `close` has finished; serializes concurrent `close` calls.
     close_done: Mutex<bool>,
+    /// Held by `rebuild`: one at a time.
+    rebuilding: Mutex<()>,
 }
 
 impl std::fmt::Debug for Db {
@@ -100,7 +102,15 @@ impl Db {
         path: Option<PathBuf>,
     ) -> Db {
         let shard_bits = header.shard_bits;
-        Db { ctx, shards, shard_bits, header, path, close_done: Mutex::new(false) }
+        Db {
+            ctx,
+            shards,
+            shard_bits,
+            header,
+            path,
+            close_done: Mutex::new(false),
+            rebuilding: Mutex::new(()),
+        }
     }
 
     /// The file's path (`None` for an in-memory database).
@@ -124,6 +134,8 @@ impl Db {
     #[inline]
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let (hash, shard) = self.route(key)?;
+        // The pin keeps the record's space from being reused until `f` returns.
+        let _pin = self.ctx.epochs.pin();
         Ok(shard.get(&self.ctx, hash, key)?.map(|r| f(r.value)))
     }
 
@@ -286,6 +298,51 @@ impl Db {
         Ok(self.ctx.region.sync(durability == Durability::Hard)?)
     }
 
+    /// Compacts the database online and resizes every index table to its data: each shard's
+    /// live records are copied into fresh space, its table replaced by one sized for them,
+    /// and the space of the old records and tables is reused afterwards. Readers never wait;
+    /// a writer waits only while its own shard is being copied. One rebuild runs at a time
+    /// (a second call waits for the first).
+    ///
+    /// Crash-safe at every point: the copies are synced before a header marks the old chunks
+    /// void, and that mark is synced before their space is reused, so a crash leaves either
+    /// the old records or the copies (for a file database this costs two hard syncs).
+    pub fn rebuild(&self) -> Result<()> {
+        let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
+        let mut work = Vec::new();
+        for (id, shard) in self.shards.iter().enumerate() {
+            if let Some(c) = shard.writer(&self.ctx)?.compact()? {
+                work.push((id, c));
+            }
+        }
+        if work.is_empty() {
+            return Ok(());
+        }
+        self.sync_hard_if_file()?;
+        for (id, c) in &work {
+            self.shards[*id].writer(&self.ctx)?.commit(c)?;
+        }
+        self.sync_hard_if_file()?;
+        // Readers that could still hold a reference into the old chunks pinned before the
+        // tables were swapped; wait them out, then zero the space and reuse it.
+        let e = self.ctx.epochs.retire();
+        self.ctx.epochs.wait(e);
+        for (_, c) in &work {
+            for &(off, len) in &c.old_chunks {
+                // SAFETY: the chunks are unreachable (no table names them since the swap) and
+                // the grace period above has passed for every reader.
+                unsafe { self.ctx.region.punch_hole(off, len)? };
+            }
+        }
+        if self.path.is_some() {
+            self.ctx.region.sync_all()?;
+        }
+        for (id, c) in &work {
+            self.shards[*id].writer_unchecked(&self.ctx).add_free(&c.old_chunks);
+        }
+        Ok(())
+    }
+
     /// Counters (momentary; each shard is locked briefly).
     pub fn stats(&self) -> Result<Stats> {
         let mut s = Stats {
@@ -360,6 +417,11 @@ impl Db {
 
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.ctx
+    }
+
+    /// Pins the calling thread (see `epoch.rs`), for the iterator.
+    pub(crate) fn pin(&self) -> crate::epoch::Guard<'_> {
+        self.ctx.epochs.pin()
     }
 
     /// Reads the live record at `off` as an owned pair (for the iterator).

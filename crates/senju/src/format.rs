@@ -9,7 +9,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 /// The file starts with these 8 bytes.
 pub(crate) const MAGIC: [u8; 8] = *b"SENJUDB\n";
 /// The format version this build writes and reads.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Every chunk starts at a multiple of this, and has a length that is a multiple of it.
 pub(crate) const PAGE: u64 = 4096;
 /// Bytes of the file header that are meaningful (the rest of the first page is zero).
@@ -17,9 +17,7 @@ pub(crate) const HEADER_LEN: usize = 64;
 /// Bytes of one shard's directory entry.
 pub(crate) const DIR_ENTRY_LEN: usize = 128;
 /// Bytes of a chunk header.
-pub(crate) const CHUNK_HEADER_LEN: u64 = 32;
-/// Records are aligned to this many bytes, so a slot stores `offset / 8`.
-pub(crate) const RECORD_ALIGN: u64 = 8;
+pub(crate) const CHUNK_HEADER_LEN: u64 = 48;
 
 /// The longest key accepted, in bytes (1 MiB).
 pub const MAX_KEY_LEN: usize = 1 << 20;
@@ -197,17 +195,18 @@ impl DirEntry {
     }
 }
 
-/// The 32-byte header at the start of every chunk.
+/// The 48-byte header at the start of every chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChunkHeader {
     pub(crate) kind: u8,
-    /// For index chunks: log2 of the slot count.
-    pub(crate) log2_slots: u8,
     pub(crate) shard: u32,
     /// Bytes, header included; a multiple of [`PAGE`].
     pub(crate) len: u64,
     /// The shard's chunk sequence number: replay visits a shard's record chunks in this order.
     pub(crate) seq: u64,
+    /// Record chunks: once a rebuild has committed, the shard's chunks with a lower sequence
+    /// number are void (their live records were copied from them); 0 otherwise.
+    pub(crate) void_before: u64,
 }
 
 impl ChunkHeader {
@@ -221,10 +220,10 @@ impl ChunkHeader {
         let mut b = [0u8; CHUNK_HEADER_LEN as usize];
         b[0..4].copy_from_slice(&CHUNK_MAGIC);
         b[4] = self.kind;
-        b[5] = self.log2_slots;
         b[8..12].copy_from_slice(&self.shard.to_le_bytes());
         b[16..24].copy_from_slice(&self.len.to_le_bytes());
         b[24..32].copy_from_slice(&self.seq.to_le_bytes());
+        b[32..40].copy_from_slice(&self.void_before.to_le_bytes());
         let sum = Self::sum(&b, salt);
         b[12..16].copy_from_slice(&sum.to_le_bytes());
         b
@@ -240,31 +239,39 @@ impl ChunkHeader {
         }
         let h = ChunkHeader {
             kind: b[4],
-            log2_slots: b[5],
             shard: u32_at(b, 8),
             len: u64_at(b, 16),
             seq: u64_at(b, 24),
+            void_before: u64_at(b, 32),
         };
-        let sane_kind = match h.kind {
-            CHUNK_RECORDS => h.log2_slots == 0,
-            CHUNK_INDEX => h.log2_slots < 40 && index_chunk_len(h.log2_slots) == h.len,
-            _ => false,
-        };
-        (sane_kind && h.len >= PAGE && h.len.is_multiple_of(PAGE)).then_some(h)
+        let sane_kind = matches!(h.kind, CHUNK_RECORDS | CHUNK_INDEX);
+        let sane_len = h.len >= PAGE && h.len.is_multiple_of(PAGE) && h.len < MAX_FILE_LEN;
+        (sane_kind && sane_len && b[5..8] == [0; 3] && b[40..48] == [0; 8]).then_some(h)
     }
 }
 
-/// Bytes of an index chunk holding `2^log2` slots.
-pub(crate) fn index_chunk_len(log2: u8) -> u64 {
-    align_up(CHUNK_HEADER_LEN + (8u64 << log2), PAGE)
+/// Index slots in an index chunk of `len` bytes.
+pub(crate) fn index_slots(len: u64) -> u64 {
+    (len - CHUNK_HEADER_LEN) / 8
+}
+
+/// Bytes of the smallest index chunk holding at least `slots` slots.
+pub(crate) fn index_chunk_len(slots: u64) -> u64 {
+    align_up(CHUNK_HEADER_LEN + slots * 8, PAGE)
 }
 
 /// Record kind: the key now has this value.
 pub(crate) const REC_SET: u8 = 1;
-/// Record kind: the key was removed (a tombstone; no value).
-pub(crate) const REC_REMOVE: u8 = 2;
 /// Record kind: the shard was cleared (no key, no value).
-pub(crate) const REC_CLEAR: u8 = 3;
+pub(crate) const REC_CLEAR: u8 = 2;
+/// Bit 2 of a SET record's first byte: the key was removed. Set in place, by one atomic
+/// byte store, on the key's newest record; replay then reads the record as a removal. The
+/// checksum does not cover this bit.
+pub(crate) const KILLED: u8 = 4;
+const KIND_MASK: u8 = 3;
+/// Key lengths below this fit in the first byte's top 5 bits; this value says a LEB128 key
+/// length follows.
+const SHORT_KEY: usize = 31;
 
 /// Writes `n` as LEB128 into `out`, returning the bytes used.
 fn put_varint(out: &mut [u8], mut n: u64) -> usize {
@@ -295,10 +302,10 @@ fn get_varint(b: &[u8], max_bytes: usize) -> Option<(u64, usize)> {
     None
 }
 
-/// Longest record head: kind byte, 3-byte key length, 5-byte value length.
+/// Longest record head: first byte, 3-byte key length, 5-byte value length.
 pub(crate) const MAX_RECORD_HEAD: usize = 9;
 
-/// The encoded head of a record (kind and lengths); the key, the value and the 4-byte
+/// The encoded head of a record (first byte and lengths); the key, the value and the 4-byte
 /// checksum follow it.
 pub(crate) struct RecordHead {
     pub(crate) bytes: [u8; MAX_RECORD_HEAD],
@@ -308,64 +315,83 @@ pub(crate) struct RecordHead {
 impl RecordHead {
     pub(crate) fn new(kind: u8, key_len: usize, value_len: usize) -> RecordHead {
         let mut bytes = [0u8; MAX_RECORD_HEAD];
-        bytes[0] = kind;
         let mut len = 1;
-        if kind != REC_CLEAR {
-            len += put_varint(&mut bytes[len..], key_len as u64);
-        }
         if kind == REC_SET {
+            if key_len < SHORT_KEY {
+                bytes[0] = kind | (key_len as u8) << 3;
+            } else {
+                bytes[0] = kind | (SHORT_KEY as u8) << 3;
+                len += put_varint(&mut bytes[len..], key_len as u64);
+            }
             len += put_varint(&mut bytes[len..], value_len as u64);
+        } else {
+            bytes[0] = kind;
         }
         RecordHead { bytes, len }
     }
 
-    /// Bytes the whole record takes in the file, padding included.
+    /// Bytes the whole record takes in the file.
     pub(crate) fn record_len(&self, key_len: usize, value_len: usize) -> u64 {
-        align_up((self.len + key_len + value_len + 4) as u64, RECORD_ALIGN)
+        (self.len + key_len + value_len + 4) as u64
     }
 }
 
-/// A record decoded from `bytes` (which starts at the record and may run past its end).
+/// The checksum of a record: over everything after the first byte up to the checksum,
+/// seeded with the salt and the first byte without [`KILLED`].
+pub(crate) fn record_sum(first: u8, rest: &[u8], salt: u64) -> u32 {
+    checksum(rest, salt ^ u64::from(first & !KILLED))
+}
+
+/// A record decoded from its first byte and the bytes after it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record<'a> {
+    /// The first byte: kind, [`KILLED`], short key length.
+    pub(crate) first: u8,
     pub(crate) kind: u8,
     pub(crate) key: &'a [u8],
     pub(crate) value: &'a [u8],
-    /// The bytes the checksum covers (head, key, value).
+    /// The bytes the checksum covers (after the first byte, up to the checksum).
     covered: &'a [u8],
     stored_sum: u32,
-    /// Bytes the record takes, padding included.
+    /// Bytes the record takes.
     pub(crate) len: u64,
 }
 
 /// Why a record did not decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RecordError {
-    /// A zero kind byte: no record was ever written here.
+    /// A zero first byte: no record was ever written here.
     End,
     /// The head is malformed or the record runs past the bytes available.
     Malformed,
 }
 
-/// Decodes the lengths of a record whose head starts `head`, returning (kind, key length,
-/// value length, head length).
-pub(crate) fn decode_head(head: &[u8]) -> Result<(u8, usize, usize, usize), RecordError> {
-    let kind = *head.first().ok_or(RecordError::Malformed)?;
-    let mut at = 1;
+/// Decodes the lengths of a record with first byte `first` and `rest` after it (at least
+/// the head), returning (kind, key length, value length, head bytes after the first).
+pub(crate) fn decode_head(
+    first: u8,
+    rest: &[u8],
+) -> Result<(u8, usize, usize, usize), RecordError> {
+    let kind = first & KIND_MASK;
+    let mut at = 0;
     let (mut klen, mut vlen) = (0, 0);
     match kind {
-        0 => return Err(RecordError::End),
-        REC_SET | REC_REMOVE => {
-            let (k, n) = get_varint(&head[at..], 3).ok_or(RecordError::Malformed)?;
-            at += n;
-            klen = k as usize;
-            if kind == REC_SET {
-                let (v, n) = get_varint(&head[at..], 5).ok_or(RecordError::Malformed)?;
+        0 if first == 0 => return Err(RecordError::End),
+        REC_SET => {
+            klen = usize::from(first >> 3);
+            if klen == SHORT_KEY {
+                let (k, n) = get_varint(rest, 3).ok_or(RecordError::Malformed)?;
+                if (k as usize) < SHORT_KEY {
+                    return Err(RecordError::Malformed);
+                }
                 at += n;
-                vlen = v as usize;
+                klen = k as usize;
             }
+            let (v, n) = get_varint(&rest[at..], 5).ok_or(RecordError::Malformed)?;
+            at += n;
+            vlen = v as usize;
         }
-        REC_CLEAR => {}
+        REC_CLEAR if first == REC_CLEAR => {}
         _ => return Err(RecordError::Malformed),
     }
     if klen > MAX_KEY_LEN || vlen > MAX_VALUE_LEN {
@@ -375,55 +401,61 @@ pub(crate) fn decode_head(head: &[u8]) -> Result<(u8, usize, usize, usize), Reco
 }
 
 impl<'a> Record<'a> {
-    /// Decodes a record from `bytes`, which must hold the whole record; the checksum is not
-    /// checked here (see [`Record::verify`]).
-    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Record<'a>, RecordError> {
-        let (kind, klen, vlen, at) = decode_head(bytes)?;
+    /// Decodes a record from its first byte and `rest`, which must hold the rest of the
+    /// record; the checksum is not checked here (see [`Record::verify`]).
+    pub(crate) fn decode(first: u8, rest: &'a [u8]) -> Result<Record<'a>, RecordError> {
+        let (kind, klen, vlen, at) = decode_head(first, rest)?;
         let end = at + klen + vlen;
-        if bytes.len() < end + 4 {
+        if rest.len() < end + 4 {
             return Err(RecordError::Malformed);
         }
         Ok(Record {
+            first,
             kind,
-            key: &bytes[at..at + klen],
-            value: &bytes[at + klen..end],
-            covered: &bytes[..end],
-            stored_sum: u32_at(bytes, end),
-            len: align_up((end + 4) as u64, RECORD_ALIGN),
+            key: &rest[at..at + klen],
+            value: &rest[at + klen..end],
+            covered: &rest[..end],
+            stored_sum: u32_at(rest, end),
+            len: (1 + end + 4) as u64,
         })
     }
 
     /// Whether the stored checksum matches the record's bytes.
     pub(crate) fn verify(&self, salt: u64) -> bool {
-        checksum(self.covered, salt) == self.stored_sum
+        record_sum(self.first, self.covered, salt) == self.stored_sum
+    }
+
+    /// Whether the key was removed by marking this record.
+    pub(crate) fn killed(&self) -> bool {
+        self.first & KILLED != 0
     }
 }
 
-/// Index slot: `0` is empty, [`TOMBSTONE`] a removed entry; otherwise bits 0..40 hold the
-/// record offset divided by 8 and bits 40..64 the low 24 bits of the key's hash.
+/// Index slot: `0` is empty, [`TOMBSTONE`] a removed entry; otherwise bits 0..43 hold the
+/// record's byte offset and bits 43..64 the low 21 bits of the key's hash (the tag).
 pub(crate) const TOMBSTONE: u64 = 1;
-const OFFSET_BITS: u32 = 40;
+const OFFSET_BITS: u32 = 43;
 /// The largest file offset a slot can address (8 TiB).
-pub(crate) const MAX_FILE_LEN: u64 = RECORD_ALIGN << OFFSET_BITS;
+pub(crate) const MAX_FILE_LEN: u64 = 1 << OFFSET_BITS;
 
 #[inline]
 pub(crate) fn slot_encode(offset: u64, hash: u64) -> u64 {
-    debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && (PAGE..MAX_FILE_LEN).contains(&offset));
-    (offset / RECORD_ALIGN) | (hash << OFFSET_BITS)
+    debug_assert!((PAGE..MAX_FILE_LEN).contains(&offset));
+    offset | (hash << OFFSET_BITS)
 }
 
 #[inline]
 pub(crate) fn slot_offset(slot: u64) -> u64 {
-    (slot & ((1 << OFFSET_BITS) - 1)) * RECORD_ALIGN
+    slot & ((1 << OFFSET_BITS) - 1)
 }
 
-/// The low 24 bits of the key hash stored in a slot.
+/// The low 21 bits of the key hash stored in a slot.
 #[inline]
 pub(crate) fn slot_hash_bits(slot: u64) -> u64 {
     slot >> OFFSET_BITS
 }
 
-/// Hash bits a slot keeps (the table position uses the low bits of the same hash).
+/// Hash bits a slot keeps (tables up to `2^21` slots take positions from them alone).
 pub(crate) const SLOT_HASH_BITS: u32 = 64 - OFFSET_BITS;
 
 #[cfg(test)]
@@ -463,30 +495,45 @@ mod tests {
 
     #[test]
     fn chunk_header_needs_the_salt() {
-        let c = ChunkHeader { kind: CHUNK_INDEX, log2_slots: 8, shard: 5, len: PAGE, seq: 9 };
+        let c = ChunkHeader { kind: CHUNK_INDEX, shard: 5, len: PAGE, seq: 9, void_before: 3 };
         let b = c.encode(11);
         assert_eq!(ChunkHeader::decode(&b, 11), Some(c));
         assert_eq!(ChunkHeader::decode(&b, 12), None);
     }
 
     #[test]
-    fn record_of_8_byte_key_and_value_takes_24_bytes() {
+    fn record_of_8_byte_key_and_value_takes_22_bytes() {
         let head = RecordHead::new(REC_SET, 8, 8);
-        assert_eq!(head.record_len(8, 8), 24);
-        assert_eq!(RecordHead::new(REC_REMOVE, 8, 0).record_len(8, 0), 16);
-        let mut buf = vec![0u8; 24];
+        assert_eq!(head.record_len(8, 8), 22);
+        let mut buf = [0u8; 22];
         buf[..head.len].copy_from_slice(&head.bytes[..head.len]);
         buf[head.len..head.len + 8].copy_from_slice(b"key00001");
         buf[head.len + 8..head.len + 16].copy_from_slice(b"value001");
-        let sum = checksum(&buf[..head.len + 16], 5);
+        let sum = record_sum(buf[0], &buf[1..head.len + 16], 5);
         buf[head.len + 16..head.len + 20].copy_from_slice(&sum.to_le_bytes());
-        let r = Record::decode(&buf).unwrap();
+        let r = Record::decode(buf[0], &buf[1..]).unwrap();
         assert_eq!(
             (r.kind, r.key, r.value, r.len),
-            (REC_SET, &b"key00001"[..], &b"value001"[..], 24)
+            (REC_SET, &b"key00001"[..], &b"value001"[..], 22)
         );
-        assert!(r.verify(5));
+        assert!(r.verify(5) && !r.killed());
+        // The kill bit is outside the checksum.
+        let k = Record::decode(buf[0] | KILLED, &buf[1..]).unwrap();
+        assert!(k.verify(5) && k.killed());
         buf[5] ^= 0x10;
-        assert!(!Record::decode(&buf).unwrap().verify(5));
+        assert!(!Record::decode(buf[0], &buf[1..]).unwrap().verify(5));
+    }
+
+    #[test]
+    fn long_keys_use_a_varint_length() {
+        for klen in [0usize, 30, 31, 32, 300, MAX_KEY_LEN] {
+            let head = RecordHead::new(REC_SET, klen, 3);
+            let mut buf = vec![0u8; head.record_len(klen, 3) as usize];
+            buf[..head.len].copy_from_slice(&head.bytes[..head.len]);
+            let r = Record::decode(buf[0], &buf[1..]).unwrap();
+            assert_eq!((r.key.len(), r.value.len()), (klen, 3));
+        }
+        let clear = RecordHead::new(REC_CLEAR, 0, 0);
+        assert_eq!(clear.record_len(0, 0), 5);
     }
 }

@@ -7,6 +7,8 @@ use crate::error::Result;
 /// [`Db::iter`](crate::Db::iter)). Yields owned `(key, value)` pairs.
 pub struct Iter<'a> {
     db: &'a Db,
+    /// Held while `offsets` is in use: the records they name stay in place.
+    pin: Option<crate::epoch::Guard<'a>>,
     next_shard: usize,
     offsets: Vec<u64>,
     pos: usize,
@@ -15,7 +17,7 @@ pub struct Iter<'a> {
 
 impl<'a> Iter<'a> {
     pub(crate) fn new(db: &'a Db) -> Iter<'a> {
-        Iter { db, next_shard: 0, offsets: Vec::new(), pos: 0, failed: false }
+        Iter { db, pin: None, next_shard: 0, offsets: Vec::new(), pos: 0, failed: false }
     }
 }
 
@@ -33,10 +35,12 @@ impl Iterator for Iter<'_> {
             return None;
         }
         while self.pos == self.offsets.len() {
+            self.pin = None;
             let shard = self.db.shards().get(self.next_shard)?;
             self.next_shard += 1;
             // Copy the shard's offsets under its lock (a consistent snapshot of that shard);
-            // the records themselves stay valid after the lock is released.
+            // the pin keeps the records in place after the lock is released.
+            self.pin = Some(self.db.pin());
             let snapshot = shard.writer(self.db.ctx()).and_then(|w| w.live_offsets());
             match snapshot {
                 Ok(v) => {

@@ -47,6 +47,7 @@
 
 mod builder;
 mod db;
+mod epoch;
 mod error;
 mod file_lock;
 mod format;

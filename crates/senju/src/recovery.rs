@@ -7,7 +7,8 @@
 //! 1. Walk the file from the first chunk to the end. A valid chunk header (magic, salted
 //!    checksum, sane length) is taken and skipped over; anything else is skipped one page at a
 //!    time (a chunk whose header never reached the disk, or space allocated but unused).
-//! 2. Sort the record chunks by (shard, sequence number).
+//! 2. Drop the record chunks a committed `rebuild` voided (sequence number below the
+//!    shard's largest `void_before`), then sort the rest by (shard, sequence number).
 //! 3. Replay each shard's chunks in order. In a chunk, records are read until the first empty
 //!    or invalid one (bad lengths, bad checksum): that is where the shard's writer was, or a
 //!    record torn by the crash. Every record written before the last `sync` is intact, so it
@@ -18,56 +19,99 @@
 //! a torn tail can never be mistaken for data later. The file is cut right after the last
 //! valid chunk (dropping the growth slack and any chunk whose header never reached the disk),
 //! and new chunks are allocated from there: the space they reuse holds no valid chunk header
-//! and is zero after the cut, so no stale record can follow a new one.
+//! and is zero after the cut, so no stale record can follow a new one. Space between valid
+//! chunks (voided chunks, gaps, old index chunks) is punched to zeros (so no stale record
+//! can follow a new one there either) and handed to the shards for reuse.
+
+use std::os::unix::fs::FileExt;
 
 use crate::error::Result;
-use crate::format::{CHUNK_HEADER_LEN, CHUNK_RECORDS, ChunkHeader, PAGE};
+use crate::format::{CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, PAGE};
 use crate::shard::{Ctx, Shard};
 use crate::table;
 
-/// A record chunk found by the walk.
+/// A chunk found by the walk.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Found {
-    shard: u32,
-    seq: u64,
-    off: u64,
-    end: u64,
+    pub(crate) kind: u8,
+    pub(crate) shard: u32,
+    pub(crate) seq: u64,
+    pub(crate) off: u64,
+    pub(crate) end: u64,
 }
 
-/// Walks `data_start..file_len` and returns the record chunks, sorted for replay, and the end
-/// of the last valid chunk of any kind. Space after that end holds no valid chunk header; the
-/// caller cuts it off before writing, so stale bytes there can never be read as records.
-pub(crate) fn walk(ctx: &Ctx, shards: usize, data_start: u64, file_len: u64) -> (Vec<Found>, u64) {
-    let mut chunks = Vec::new();
-    let mut last_end = data_start;
+/// What the walk found: chunks in file order, free extents between them, per-shard
+/// `void_before`, and the end of the last valid chunk.
+pub(crate) struct Walk {
+    pub(crate) chunks: Vec<Found>,
+    pub(crate) gaps: Vec<(u64, u64)>,
+    pub(crate) void_before: Vec<u64>,
+    pub(crate) end: u64,
+}
+
+impl Walk {
+    /// Whether a record chunk is live (not voided by a committed rebuild).
+    pub(crate) fn live(&self, c: &Found) -> bool {
+        c.kind == CHUNK_RECORDS && c.seq >= self.void_before[c.shard as usize]
+    }
+}
+
+/// Walks `data_start..file_len` by chunk headers (read with `pread`, so the walk adds
+/// nothing to the process's resident memory). Space after `end` holds no valid chunk
+/// header; the caller cuts it off before writing, so stale bytes there can never be read as
+/// records.
+pub(crate) fn walk(ctx: &Ctx, shards: usize, data_start: u64, file_len: u64) -> Walk {
+    let mut w = Walk {
+        chunks: Vec::new(),
+        gaps: Vec::new(),
+        void_before: vec![0; shards],
+        end: data_start,
+    };
     let mut pos = data_start;
+    let mut gap_start = None;
+    let mut buf = [0u8; CHUNK_HEADER_LEN as usize];
     while pos + CHUNK_HEADER_LEN <= file_len {
-        // SAFETY: recovery runs while opening, before any other thread can see the database.
-        let bytes = unsafe { ctx.region.bytes(pos, CHUNK_HEADER_LEN as usize) };
-        match bytes.and_then(|b| ChunkHeader::decode(b, ctx.salt)) {
+        let read = ctx.region.file().read_at(&mut buf, pos).ok();
+        match read.filter(|&n| n == buf.len()).and_then(|_| ChunkHeader::decode(&buf, ctx.salt)) {
             Some(h) if (h.shard as usize) < shards => {
+                if let Some(g) = gap_start.take() {
+                    w.gaps.push((g, pos - g));
+                }
                 let end = pos.saturating_add(h.len).min(file_len);
                 if h.kind == CHUNK_RECORDS {
-                    chunks.push(Found { shard: h.shard, seq: h.seq, off: pos, end });
+                    let v = &mut w.void_before[h.shard as usize];
+                    *v = (*v).max(h.void_before);
                 }
-                last_end = end;
+                w.chunks.push(Found { kind: h.kind, shard: h.shard, seq: h.seq, off: pos, end });
+                w.end = end;
                 pos = end.max(pos + PAGE);
             }
-            _ => pos += PAGE,
+            _ => {
+                gap_start.get_or_insert(pos);
+                pos += PAGE;
+            }
         }
     }
-    chunks.sort_by_key(|c| (c.shard, c.seq, c.off));
-    (chunks, last_end)
+    if let Some(g) = gap_start
+        && g < w.end
+    {
+        w.gaps.push((g, w.end - g));
+    }
+    w
 }
 
-/// Rebuilds the index of every shard from the chunks [`walk`] found. The caller has set
-/// `ctx.file_end` past them, so new index tables go after the walked space.
-pub(crate) fn replay(ctx: &Ctx, shards: &[Shard], chunks: &[Found]) -> Result<()> {
+/// Rebuilds the index of every shard from the live record chunks, visiting each shard's
+/// chunks by sequence number. The caller has set `ctx.file_end` past them, so new index
+/// tables go after the walked space.
+pub(crate) fn replay(ctx: &Ctx, shards: &[Shard], w: &Walk) -> Result<()> {
+    let mut chunks: Vec<&Found> = w.chunks.iter().filter(|c| w.live(c)).collect();
+    chunks.sort_by_key(|c| (c.shard, c.seq, c.off));
     let mut i = 0;
     while i < chunks.len() {
         let id = chunks[i].shard;
         let mut w = shards[id as usize].writer_unchecked(ctx);
         while i < chunks.len() && chunks[i].shard == id {
-            let c = &chunks[i];
+            let c = chunks[i];
             w.saw_chunk(c.seq);
             let mut at = c.off + CHUNK_HEADER_LEN;
             while at < c.end {
@@ -82,6 +126,11 @@ pub(crate) fn replay(ctx: &Ctx, shards: &[Shard], chunks: &[Found]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Whether a chunk is an index chunk.
+pub(crate) fn is_index(c: &Found) -> bool {
+    c.kind == CHUNK_INDEX
 }
 
 /// Whether `off..off+len` is a page-aligned range inside `data_start..data_end`.

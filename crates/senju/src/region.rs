@@ -19,8 +19,10 @@
 //!   references. senju assumes nobody does (same lock).
 //! - **Aliasing within this process.** Bytes handed out as `&[u8]` must not be written while
 //!   the reference lives. The engine keeps that rule by construction: a record is written once,
-//!   before it is published in the index, and its space is never reused while the file is
-//!   open (see `docs/design.md`, section 3). Index slots are only touched as `AtomicU64`.
+//!   before it is published in the index, and its space is reused only after every reader
+//!   that could hold a reference has finished (an epoch grace period, `epoch.rs`; see
+//!   `docs/design.md`, section 3). Index slots are only touched as `AtomicU64`, and a
+//!   record's first byte (which a removal changes in place) only as `AtomicU8`.
 //!   [`Region::write`] and [`Region::bytes`] are `unsafe` and state this contract.
 //! - **I/O errors on a mapped page** (a failing disk) surface as `SIGBUS` too.
 
@@ -28,7 +30,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Files grow by at least this much, and to a multiple of it.
 const GROW_STEP: u64 = 1 << 20;
@@ -183,12 +185,53 @@ impl Region {
         })
     }
 
+    /// An atomic view of the byte at `off`, or `None` if out of range.
+    #[inline]
+    pub(crate) fn atomic_u8(&self, off: u64) -> Option<&AtomicU8> {
+        if off >= self.len() {
+            return None;
+        }
+        // SAFETY: in bounds; AtomicU8 has the size and alignment of u8; the map lives as
+        // long as `self`; a record's first byte is only accessed atomically once published
+        // (module contract).
+        Some(unsafe { &*self.at(off).cast::<AtomicU8>() })
+    }
+
+    /// Gives the file's blocks in `off..off + len` back to the file system; the range then
+    /// reads as zeros (the file keeps its length).
+    ///
+    /// # Safety
+    ///
+    /// No reference into the range may live (the caller waited out an epoch grace period).
+    pub(crate) unsafe fn punch_hole(&self, off: u64, len: u64) -> io::Result<()> {
+        // SAFETY: a plain syscall on our own descriptor; the caller guarantees nobody reads
+        // the range, whose mapped pages now read as zeros.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Makes every write and hole so far durable, file metadata included.
+    pub(crate) fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+
     /// The bytes `off..off + len`, or `None` if out of range.
     ///
     /// # Safety
     ///
     /// No thread may write these bytes while the returned slice lives (published records are
-    /// never rewritten while the file is open; see the module documentation).
+    /// not rewritten, and their space is reused only after an epoch grace period; see the
+    /// module documentation).
     #[inline]
     pub(crate) unsafe fn bytes(&self, off: u64, len: usize) -> Option<&[u8]> {
         let end = off.checked_add(len as u64)?;

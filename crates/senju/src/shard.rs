@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use senju_sync::{SpinRwLock, SpinRwLockWriteGuard};
 
+use crate::epoch::Epochs;
 use crate::error::{Result, StorageError};
 use crate::format::{
-    self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DirEntry, MAX_FILE_LEN, PAGE,
-    REC_CLEAR, REC_REMOVE, REC_SET, Record, RecordHead, TOMBSTONE,
+    self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DirEntry, KILLED,
+    MAX_FILE_LEN, PAGE, REC_CLEAR, REC_SET, Record, RecordHead, TOMBSTONE,
 };
 use crate::region::Region;
 use crate::table::{self, Probe, TableRef};
@@ -29,8 +30,10 @@ pub(crate) struct Ctx {
     pub(crate) file_end: CacheLine<AtomicU64>,
     /// Set once by `close`; checked by writers under their shard lock.
     pub(crate) closed: AtomicBool,
-    /// log2 of the slot count of a shard's first table (from `Builder::capacity_hint`).
-    pub(crate) first_table_log2: u8,
+    /// Slots of a shard's first table (from `Builder::capacity_hint`).
+    pub(crate) first_table_slots: u64,
+    /// Grace periods before space readers may still see is reused.
+    pub(crate) epochs: Epochs,
 }
 
 impl Ctx {
@@ -46,9 +49,10 @@ impl Ctx {
     }
 
     /// Writes a chunk header at `off`.
-    fn write_chunk_header(&self, off: u64, h: &ChunkHeader) -> Result<()> {
-        // SAFETY: `off` was just handed out by `alloc` to the calling writer; no other thread
-        // knows it yet.
+    pub(crate) fn write_chunk_header(&self, off: u64, h: &ChunkHeader) -> Result<()> {
+        // SAFETY: `off` was just handed out to the calling writer (no other thread knows it
+        // yet), or is the first chunk of a rebuild's copy, whose header bytes no thread reads
+        // or writes while the file is open (only opening reads headers).
         unsafe { self.region.write(off, &h.encode(self.salt)) }
             .ok_or(StorageError::Corrupted { offset: off, what: "chunk outside the file" })
     }
@@ -66,15 +70,27 @@ impl<T> std::ops::Deref for CacheLine<T> {
     }
 }
 
-/// The smallest index table, as log2 of slots (256 slots: one page with its header).
-const MIN_TABLE_LOG2: u8 = 8;
 /// Record chunks start at one page and double per chunk up to this.
 const MAX_RECORD_CHUNK: u64 = 32 << 10;
 
 /// Whether a table of `slots` slots with `used` occupied (live or tombstone) entries must be
-/// rebuilt before one more insert: above 13/16 the probes get long.
+/// rebuilt before one more insert: above 7/8 the probes get long.
 fn over_limit(used: u64, slots: u64) -> bool {
-    (used + 1) * 16 > slots * 13
+    (used + 1) * 8 > slots * 7
+}
+
+/// Bytes of the index chunk for `live` entries filling `num/den` of it (at least one page).
+fn table_len_for(live: u64, num: u64, den: u64) -> u64 {
+    format::index_chunk_len((live * den).div_ceil(num).max(1))
+}
+
+/// What [`ShardWriter::compact`] leaves for `Db::rebuild` to finish.
+pub(crate) struct Compacted {
+    /// The first chunk of the copy and its sequence number: its header gets `void_before`.
+    pub(crate) first_chunk: u64,
+    pub(crate) first_seq: u64,
+    /// The record chunks the copy replaced, to free after the commit and a grace period.
+    pub(crate) old_chunks: Vec<(u64, u64)>,
 }
 
 /// One shard. Cache-line aligned so that shards never share a line.
@@ -99,6 +115,12 @@ pub(crate) struct ShardState {
     next_seq: u64,
     dead_bytes: u64,
     live_bytes: u64,
+    /// This shard's live record chunks (offset, length), oldest first.
+    chunks: Vec<(u64, u64)>,
+    /// Space this shard may reuse (offset, length; page-aligned; zero or index garbage).
+    free: Vec<(u64, u64)>,
+    /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
+    limbo: Vec<(u64, u64, u64)>,
 }
 
 impl Shard {
@@ -128,13 +150,26 @@ impl Shard {
             next_seq: e.next_seq,
             dead_bytes: e.dead_bytes,
             live_bytes: e.live_bytes,
+            ..ShardState::default()
         };
         s
+    }
+
+    /// Hands the shard its record chunks (oldest first) and free space found while opening.
+    pub(crate) fn set_space(&self, chunks: Vec<(u64, u64)>, free: Vec<(u64, u64)>) {
+        let mut st = self.state.write();
+        st.chunks = chunks;
+        st.free.extend(free);
     }
 
     /// Sets where the current chunk ends (read back from its header on a clean open).
     pub(crate) fn set_chunk_end(&self, end: u64) {
         self.state.write().chunk_end = end;
+    }
+
+    /// The current table (while opening).
+    pub(crate) fn table_ref(&self) -> Option<TableRef> {
+        TableRef::unpack(self.table.load(Ordering::Relaxed))
     }
 
     /// Live records (a momentary value).
@@ -151,9 +186,10 @@ impl Shard {
         key: &[u8],
     ) -> Result<Option<Record<'r>>> {
         loop {
-            // Acquire pairs with the Release store that published the table: its slots and
-            // chunk header are visible.
-            let word = self.table.load(Ordering::Acquire);
+            // SeqCst: pairs with the Release store that published the table (its slots are
+            // visible) and, with the caller's epoch pin, orders this load after the pin
+            // (`epoch.rs`).
+            let word = self.table.load(Ordering::SeqCst);
             let Some(t) = TableRef::unpack(word) else { return Ok(None) };
             let found = table::find(&ctx.region, t.view(&ctx.region)?, hash, key, ctx.salt);
             // The slot loads above are Acquire, so this load cannot move before them. If the
@@ -224,10 +260,20 @@ impl<'a> ShardWriter<'a> {
     }
 
     /// Removes the key a probe found (no-op for `Vacant`); returns whether it was there.
-    pub(crate) fn delete(&mut self, p: Probe, key: &[u8]) -> Result<bool> {
-        if let Probe::Found { .. } = p {
-            let (_, len) = self.append(REC_REMOVE, key, &[])?;
-            self.index_delete(p, len)?;
+    /// The key's newest record is marked [`KILLED`] in place: one atomic byte store that
+    /// the checksum does not cover, so it cannot tear the record, and replay reads the marked
+    /// record as the removal. Readers that loaded the slot before keep a valid record.
+    pub(crate) fn delete(&mut self, p: Probe, _key: &[u8]) -> Result<bool> {
+        if let Probe::Found { off, .. } = p {
+            let first = self
+                .ctx
+                .region
+                .atomic_u8(off)
+                .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })?;
+            // Relaxed: the byte is read by replay (after a crash) and by readers who only
+            // need its kind bits, which do not change.
+            first.fetch_or(KILLED, Ordering::Relaxed);
+            self.index_delete(p, 0)?;
             return Ok(true);
         }
         Ok(false)
@@ -257,32 +303,83 @@ impl<'a> ShardWriter<'a> {
         self.probe(hash, key)
     }
 
-    /// Replaces the table by one sized for `live` entries at most 10/16 full, dropping
-    /// tombstones. Readers keep using the old table until the Release store below, then
-    /// notice the new word and retry.
+    /// Replaces the table by one sized for `live` entries at most 2/3 full, dropping
+    /// tombstones. Readers keep using the old table until the store below, then notice the
+    /// new word and retry; the old table's space is reused after a grace period.
     fn rebuild_table(&mut self, live: u64) -> Result<()> {
-        let mut log2 = match self.table() {
-            None => self.ctx.first_table_log2.max(MIN_TABLE_LOG2),
-            Some(_) => MIN_TABLE_LOG2,
-        };
-        while log2 < 39 && live * 16 > (1u64 << log2) * 10 {
-            log2 += 1;
+        let mut len = table_len_for(live, 2, 3);
+        if self.table().is_none() {
+            len = len.max(format::index_chunk_len(self.ctx.first_table_slots));
         }
-        let len = format::index_chunk_len(log2);
-        let off = self.ctx.alloc(len)?;
-        let h = ChunkHeader { kind: CHUNK_INDEX, log2_slots: log2, shard: self.st.id, len, seq: 0 };
-        self.ctx.write_chunk_header(off, &h)?;
-        let new = TableRef { chunk: off, log2 };
+        let new = self.new_table(len)?;
         let region = &self.ctx.region;
-        let to = new.view(region)?;
         if let Some(old) = self.table() {
-            table::rehash(region, old.view(region)?, to, log2, self.ctx.salt)?;
+            table::rehash(region, old.view(region)?, new.view(region)?, self.ctx.salt)?;
         }
-        // Release pairs with the Acquire load in `Shard::get`: readers that see the new word
-        // see its header and every slot copied above.
-        self.shard.table.store(new.pack(), Ordering::Release);
+        self.publish_table(Some(new));
         self.st.tombs = 0;
         Ok(())
+    }
+
+    /// An empty index chunk of `len` bytes, not yet published.
+    fn new_table(&mut self, len: u64) -> Result<TableRef> {
+        // Space past the file's end at this moment is fresh (zero); only reused space needs
+        // clearing.
+        let fresh_from = self.ctx.file_end.load(Ordering::Relaxed);
+        let off = self.alloc(len)?;
+        let h = ChunkHeader { kind: CHUNK_INDEX, shard: self.st.id, len, seq: 0, void_before: 0 };
+        self.ctx.write_chunk_header(off, &h)?;
+        let t = TableRef { chunk: off, len };
+        if off + len <= fresh_from {
+            // Reused space may hold old slots: clear them before anyone probes.
+            for s in t.view(&self.ctx.region)? {
+                s.store(0, Ordering::Relaxed);
+            }
+        }
+        Ok(t)
+    }
+
+    /// Publishes `t` as the shard's table and retires the old one.
+    fn publish_table(&mut self, t: Option<TableRef>) {
+        let old = self.table();
+        // SeqCst: pairs with the Acquire/SeqCst load in `Shard::get` (readers that see the
+        // new word see its slots) and comes before `retire` in the total order (`epoch.rs`).
+        self.shard.table.store(t.map_or(0, TableRef::pack), Ordering::SeqCst);
+        if let Some(old) = old {
+            let e = self.ctx.epochs.retire();
+            self.st.limbo.push((old.chunk, old.len, e));
+        }
+    }
+
+    /// `len` bytes (a multiple of [`PAGE`]) for a new chunk: reused space of this shard if
+    /// any fits, else the end of the file.
+    fn alloc(&mut self, len: u64) -> Result<u64> {
+        self.reclaim();
+        if let Some(i) = self.st.free.iter().position(|&(_, l)| l >= len) {
+            let (off, l) = self.st.free[i];
+            if l == len {
+                self.st.free.swap_remove(i);
+            } else {
+                self.st.free[i] = (off + len, l - len);
+            }
+            return Ok(off);
+        }
+        self.ctx.alloc(len)
+    }
+
+    /// Moves retired index chunks whose grace period has passed to the free list.
+    fn reclaim(&mut self) {
+        if !self.st.limbo.is_empty() {
+            let epochs = &self.ctx.epochs;
+            let st = &mut *self.st;
+            st.limbo.retain(|&(off, l, e)| {
+                let safe = epochs.is_safe(e);
+                if safe {
+                    st.free.push((off, l));
+                }
+                !safe
+            });
+        }
     }
 
     /// Appends a record; returns its offset and length.
@@ -304,7 +401,7 @@ impl<'a> ShardWriter<'a> {
         let covered = (at - off) as usize;
         // SAFETY: the bytes just written, still unpublished and only ours.
         let written = unsafe { region.bytes(off, covered) }.ok_or_else(oob)?;
-        let sum = format::checksum(written, self.ctx.salt);
+        let sum = format::record_sum(written[0], &written[1..], self.ctx.salt);
         // SAFETY: as for the writes above.
         unsafe { region.write(at, &sum.to_le_bytes()) }.ok_or_else(oob)?;
         Ok((off, len))
@@ -318,17 +415,24 @@ impl<'a> ShardWriter<'a> {
             return Ok(off);
         }
         let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
-        let need = CHUNK_HEADER_LEN + len;
-        let chunk_len = if need <= normal { normal } else { format::align_up(need, PAGE) };
-        let off = self.ctx.alloc(chunk_len)?;
+        let need = format::align_up(CHUNK_HEADER_LEN + len, PAGE);
+        let mut chunk_len = need.max(normal);
+        // Reused space first: any free extent that holds the record becomes (part of) the
+        // chunk, so leftovers of old tables smaller than a normal chunk are not stranded.
+        self.reclaim();
+        if let Some(&(_, l)) = self.st.free.iter().find(|&&(_, l)| l >= need) {
+            chunk_len = l.min(chunk_len);
+        }
+        let off = self.alloc(chunk_len)?;
         let h = ChunkHeader {
             kind: CHUNK_RECORDS,
-            log2_slots: 0,
             shard: self.st.id,
             len: chunk_len,
             seq: self.st.next_seq,
+            void_before: 0,
         };
         self.ctx.write_chunk_header(off, &h)?;
+        self.st.chunks.push((off, chunk_len));
         self.st.next_seq += 1;
         self.st.chunk = off;
         self.st.cursor = off + CHUNK_HEADER_LEN + len;
@@ -388,8 +492,8 @@ impl<'a> ShardWriter<'a> {
     /// Drops the whole table (readers see "no table", i.e. no keys); `len` is the clear
     /// record's length.
     pub(crate) fn index_clear(&mut self, len: u64) {
-        // Release: readers that see 0 find nothing, which is the state after the clear record.
-        self.shard.table.store(0, Ordering::Release);
+        // Readers that see 0 find nothing, which is the state after the clear record.
+        self.publish_table(None);
         self.st.dead_bytes += self.st.live_bytes + len;
         self.st.live_bytes = 0;
         self.st.count = 0;
@@ -401,14 +505,21 @@ impl<'a> ShardWriter<'a> {
     pub(crate) fn replay(&mut self, off: u64, rec: &Record<'_>) -> Result<()> {
         let hash = format::key_hash(rec.key, self.ctx.salt);
         match rec.kind {
+            REC_SET if rec.killed() => {
+                let p = self.probe(hash, rec.key)?;
+                if let Probe::Found { off: old, .. } = p
+                    && old != off
+                {
+                    self.index_delete(p, 0)?;
+                }
+                // The marked record itself is dead space.
+                self.st.dead_bytes += rec.len;
+                Ok(())
+            }
             REC_SET => {
                 let p = self.probe(hash, rec.key)?;
                 let p = self.make_room(p, hash, rec.key)?;
                 self.index_put(p, hash, off, rec.len)
-            }
-            REC_REMOVE => {
-                let p = self.probe(hash, rec.key)?;
-                self.index_delete(p, rec.len)
             }
             _ => {
                 self.index_clear(rec.len);
@@ -450,6 +561,63 @@ impl<'a> ShardWriter<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// Copies this shard's live records into fresh chunks and a table sized for them (at
+    /// most 3/4 full), then publishes the table. The old chunks stay intact (and in the
+    /// file's replay order the copies come after them) until `Db::rebuild` commits; `None`
+    /// when the shard has no record chunks.
+    pub(crate) fn compact(&mut self) -> Result<Option<Compacted>> {
+        if self.st.chunks.is_empty() {
+            return Ok(None);
+        }
+        let old_chunks = std::mem::take(&mut self.st.chunks);
+        let old_table = self.table();
+        // Start a fresh chunk even if the current one has room: the copy must come entirely
+        // after every old chunk.
+        self.st.chunk = 0;
+        let first_seq = self.st.next_seq;
+        let new = self.new_table(table_len_for(self.st.count, 3, 4))?;
+        self.reserve(0)?;
+        let first_chunk = self.st.chunk;
+        let region = &self.ctx.region;
+        let mut live_bytes = 0;
+        if let Some(old) = old_table {
+            for slot in old.view(region)? {
+                let s = slot.load(Ordering::Relaxed);
+                if s == 0 || s == TOMBSTONE {
+                    continue;
+                }
+                let rec = table::record_at(region, format::slot_offset(s))?;
+                let (off, len) = self.append(REC_SET, rec.key, &[rec.value])?;
+                live_bytes += len;
+                let hash = format::key_hash(rec.key, self.ctx.salt);
+                table::insert_slot(new.view(region)?, hash, format::slot_encode(off, hash))?;
+            }
+        }
+        self.publish_table(Some(new));
+        self.st.tombs = 0;
+        self.st.live_bytes = live_bytes;
+        self.st.dead_bytes = 0;
+        Ok(Some(Compacted { first_chunk, first_seq, old_chunks }))
+    }
+
+    /// Commits a compaction: the first chunk of the copy says that older chunks are void.
+    pub(crate) fn commit(&mut self, c: &Compacted) -> Result<()> {
+        let len = self.st.chunks.iter().find(|&&(o, _)| o == c.first_chunk).map_or(0, |&(_, l)| l);
+        let h = ChunkHeader {
+            kind: CHUNK_RECORDS,
+            shard: self.st.id,
+            len,
+            seq: c.first_seq,
+            void_before: c.first_seq,
+        };
+        self.ctx.write_chunk_header(c.first_chunk, &h)
+    }
+
+    /// Gives this shard space to reuse (zeroed, or index garbage).
+    pub(crate) fn add_free(&mut self, extents: &[(u64, u64)]) {
+        self.st.free.extend_from_slice(extents);
     }
 
     /// Table slots and byte counters, for `stats`.

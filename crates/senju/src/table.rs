@@ -1,10 +1,11 @@
-//! One shard's index table: `2^k` slots of 8 bytes inside an index chunk, open addressing with
-//! linear probing, tombstones for removed entries (so no entry ever moves while readers probe).
+//! One shard's index table: `n` slots of 8 bytes inside an index chunk (`n` fills the chunk's
+//! pages; any count, not only powers of two), open addressing with linear probing,
+//! tombstones for removed entries (so no entry ever moves while readers probe).
 //!
-//! A slot holds the record's offset and the low 24 bits of the key's hash (see
-//! [`format::slot_encode`]); the table position is the low `k` bits of the same hash, so a
-//! table of up to `2^24` slots doubles without reading a single record, and a probe reads a
-//! record only when 24 hash bits match.
+//! A slot holds the record's offset and the low 21 bits of the key's hash (the tag, see
+//! [`format::slot_encode`]). The home position of a key is `tag * n >> 21` while
+//! `n <= 2^21`, so a table grows without reading a single record; larger tables use 32 hash
+//! bits and re-hash keys when they grow. A probe reads a record only when the tag matches.
 //!
 //! Slots are only read and written as atomics. A writer (holding the shard lock) publishes a
 //! record by a `Release` store of its slot after writing the record; a reader's `Acquire` load
@@ -19,26 +20,28 @@ use crate::format::{
 };
 use crate::region::Region;
 
-/// A table's location: the index chunk's offset and log2 of its slot count, packed in one
-/// word (chunk offsets are page-aligned, so the low 12 bits are free). `0` means "no table".
+/// A table's location: the index chunk's offset and length in pages, packed in one word
+/// (`offset / PAGE << 24 | pages`). `0` means "no table".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TableRef {
     pub(crate) chunk: u64,
-    pub(crate) log2: u8,
+    pub(crate) len: u64,
 }
 
 impl TableRef {
     pub(crate) fn pack(self) -> u64 {
         debug_assert!(self.chunk.is_multiple_of(PAGE) && self.chunk != 0);
-        self.chunk | u64::from(self.log2)
+        debug_assert!(self.len / PAGE < 1 << 24);
+        (self.chunk / PAGE) << 24 | (self.len / PAGE)
     }
 
     pub(crate) fn unpack(word: u64) -> Option<TableRef> {
-        (word != 0).then_some(TableRef { chunk: word & !(PAGE - 1), log2: (word & 0xff) as u8 })
+        (word != 0)
+            .then_some(TableRef { chunk: (word >> 24) * PAGE, len: (word & 0xff_ffff) * PAGE })
     }
 
     pub(crate) fn slots(self) -> u64 {
-        1 << self.log2
+        format::index_slots(self.len)
     }
 
     /// The slot array, or a `Corrupted` error if it is not inside the map.
@@ -49,19 +52,35 @@ impl TableRef {
     }
 }
 
+/// The home slot of a key with hash `hash` in a table of `n` slots.
+#[inline]
+pub(crate) fn home(hash: u64, n: usize) -> usize {
+    if n <= 1 << SLOT_HASH_BITS {
+        ((tag(hash) * n as u64) >> SLOT_HASH_BITS) as usize
+    } else {
+        (((hash & 0xffff_ffff) * n as u64) >> 32) as usize
+    }
+}
+
 /// Reads the record at `off`: bounds-checked, lengths checked, checksum not yet verified.
 pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
     let bad = |what| StorageError::Corrupted { offset: off, what };
+    // Acquire: pairs with the Release store of a slot naming this record (the slot load
+    // already made the record visible; this only keeps the kill bit's load atomic).
+    let first = region.atomic_u8(off).ok_or(bad("record offset"))?.load(Ordering::Acquire);
     // SAFETY: `off` comes from a published slot (or a replay scan at open, before any other
-    // thread exists); published records are never written again while the file is open.
-    let head = unsafe { region.bytes_upto(off, MAX_RECORD_HEAD) }.ok_or(bad("record offset"))?;
-    let (_, klen, vlen, hlen) = format::decode_head(head).map_err(|e| match e {
+    // thread exists); the bytes after a published record's first byte are never written
+    // again until an epoch grace period has passed after it stopped being reachable.
+    let head =
+        unsafe { region.bytes_upto(off + 1, MAX_RECORD_HEAD) }.ok_or(bad("record offset"))?;
+    let (_, klen, vlen, hlen) = format::decode_head(first, head).map_err(|e| match e {
         RecordError::End => bad("index points at empty space"),
         RecordError::Malformed => bad("malformed record header"),
     })?;
     // SAFETY: as above.
-    let bytes = unsafe { region.bytes(off, hlen + klen + vlen + 4) }.ok_or(bad("record length"))?;
-    Record::decode(bytes).map_err(|_| bad("malformed record"))
+    let bytes =
+        unsafe { region.bytes(off + 1, hlen + klen + vlen + 4) }.ok_or(bad("record length"))?;
+    Record::decode(first, bytes).map_err(|_| bad("malformed record"))
 }
 
 /// What a writer's probe found.
@@ -90,9 +109,9 @@ pub(crate) fn find<'r>(
     key: &[u8],
     salt: u64,
 ) -> Result<Option<Record<'r>>> {
-    let mask = slots.len() - 1;
-    let mut pos = hash as usize & mask;
-    for _ in 0..slots.len() {
+    let n = slots.len();
+    let mut pos = home(hash, n);
+    for _ in 0..n {
         // Acquire pairs with the writer's Release store of the slot: the record it names is
         // fully written.
         let s = slots[pos].load(Ordering::Acquire);
@@ -112,17 +131,20 @@ pub(crate) fn find<'r>(
                 return Ok(Some(rec));
             }
         }
-        pos = (pos + 1) & mask;
+        pos += 1;
+        if pos == n {
+            pos = 0;
+        }
     }
     Ok(None)
 }
 
 /// Probes for `key` on behalf of the shard's writer (who holds the shard lock).
 pub(crate) fn probe(region: &Region, slots: &[AtomicU64], hash: u64, key: &[u8]) -> Result<Probe> {
-    let mask = slots.len() - 1;
-    let mut pos = hash as usize & mask;
+    let n = slots.len();
+    let mut pos = home(hash, n);
     let mut first_tomb = None;
-    for _ in 0..slots.len() {
+    for _ in 0..n {
         // Relaxed: only the lock holder writes slots, and it is us.
         let s = slots[pos].load(Ordering::Relaxed);
         if s == 0 {
@@ -139,7 +161,10 @@ pub(crate) fn probe(region: &Region, slots: &[AtomicU64], hash: u64, key: &[u8])
                 return Ok(Probe::Found { pos, off });
             }
         }
-        pos = (pos + 1) & mask;
+        pos += 1;
+        if pos == n {
+            pos = 0;
+        }
     }
     match first_tomb {
         Some(t) => Ok(Probe::Vacant { pos: t, tomb: true }),
@@ -148,30 +173,41 @@ pub(crate) fn probe(region: &Region, slots: &[AtomicU64], hash: u64, key: &[u8])
 }
 
 /// Copies every live entry of `from` into the empty table `to` (which no reader sees yet).
-/// Entries keep their slot value; positions come from the 24 stored hash bits, or from
-/// re-hashing the key when `to` is larger than `2^24` slots.
+/// Entries keep their slot value; positions come from the 21 stored hash bits, or from
+/// re-hashing the key when `to` is larger than `2^21` slots.
 pub(crate) fn rehash(
     region: &Region,
     from: &[AtomicU64],
     to: &[AtomicU64],
-    to_log2: u8,
     salt: u64,
 ) -> Result<()> {
-    let mask = to.len() - 1;
     for slot in from {
         let s = slot.load(Ordering::Relaxed);
         if s == 0 || s == TOMBSTONE {
             continue;
         }
-        let hash = if u32::from(to_log2) <= SLOT_HASH_BITS {
+        let hash = if to.len() <= 1 << SLOT_HASH_BITS {
             format::slot_hash_bits(s)
         } else {
             format::key_hash(record_at(region, format::slot_offset(s))?.key, salt)
         };
-        let mut pos = hash as usize & mask;
+        insert_slot(to, hash, s)?;
+    }
+    Ok(())
+}
+
+/// Stores slot value `s` (key hash `hash`) in the first empty slot from its home in `to`,
+/// a table no reader sees yet.
+pub(crate) fn insert_slot(to: &[AtomicU64], hash: u64, s: u64) -> Result<()> {
+    {
+        let n = to.len();
+        let mut pos = home(hash, n);
         let mut probes = 0;
         while to[pos].load(Ordering::Relaxed) != 0 {
-            pos = (pos + 1) & mask;
+            pos += 1;
+            if pos == n {
+                pos = 0;
+            }
             probes += 1;
             if probes == to.len() {
                 // Only possible if the old table held more entries than its shard's count

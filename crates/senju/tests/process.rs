@@ -46,7 +46,7 @@ fn child_process() {
             println!("LOCKED");
             std::thread::sleep(Duration::from_secs(30));
         }
-        "writer" => {
+        "writer" | "rebuilder" => {
             // Writes keys in rounds; after each round's hard sync, reports the round. The
             // value of key `k` written in round `r` is `r`, so the parent can tell which
             // rounds must be complete.
@@ -65,6 +65,10 @@ fn child_process() {
                 db.set(b"round", &round.to_le_bytes()).unwrap();
                 db.sync(Durability::Hard).unwrap();
                 println!("SYNCED {round}");
+                if role == "rebuilder" {
+                    // Kills land anywhere in here: copying, committing, freeing.
+                    db.rebuild().unwrap();
+                }
             }
         }
         other => panic!("unknown role {other}"),
@@ -98,12 +102,23 @@ fn kills() -> u32 {
 
 #[test]
 fn sigkill_at_random_moments_loses_no_synced_round() {
-    let dir = TempDir::new("crash");
+    kill_loop("writer", kills());
+}
+
+/// The same with a `rebuild` after every round: a kill in the middle of a rebuild (copying,
+/// committing, freeing the old space) must lose nothing synced either.
+#[test]
+fn sigkill_during_rebuild_loses_no_synced_round() {
+    kill_loop("rebuilder", kills().div_ceil(2));
+}
+
+fn kill_loop(role: &str, kills: u32) {
+    let dir = TempDir::new(role);
     let path = dir.file("c.sj");
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let t0 = std::time::Instant::now();
-    for kill in 0..kills() {
-        let mut child = spawn_child("writer", &path);
+    for kill in 0..kills {
+        let mut child = spawn_child(role, &path);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first: u64 = wait_for(&mut lines, "SYNCED ")[7..].parse().unwrap();
         rng ^= rng << 13;

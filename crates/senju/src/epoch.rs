@@ -1,0 +1,147 @@
+//! Epoch-based grace periods: when may space that readers could still be looking at (an old
+//! index table, a record chunk emptied by `rebuild`) be reused?
+//!
+//! A reader **pins** before it loads a table word and unpins when it no longer holds a
+//! reference into the map (after `get_with`'s closure returns). A pin writes only the
+//! reader's own slot: a cache line that belongs to its thread (threads are spread over
+//! [`SLOTS`] lines by a per-thread number; two threads that share a line stay correct, they
+//! only share the line). Nothing a reader writes is written by another thread except in that
+//! rare case.
+//!
+//! Slot word: bits 16..64 the epoch the slot was pinned at, bits 0..16 how many pins are
+//! active on it (nesting, or threads sharing the slot). A slot with count 0 is quiescent.
+//! When a pin joins a slot that is already pinned, the slot keeps its older epoch: the epoch
+//! stored is never later than that of any active pin, so waiting on it is conservative.
+//!
+//! A writer that unpublishes space calls [`Epochs::retire`], which advances the global epoch
+//! and returns the old value `e`. The space may be reused once [`Epochs::is_safe`]`(e)`:
+//! every slot is quiescent or pinned at an epoch after `e`. Argument (all operations on
+//! `global`, the slots and the table words are `SeqCst`): a reader whose pin comes before the
+//! writer's unpublishing store in the single total order read `global <= e` and is seen by
+//! the writer's scan (which comes later) until it unpins; a reader whose pin comes after that
+//! store loads the table word after it too and so never sees the old space.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::shard::CacheLine;
+
+/// Slot lines per database.
+const SLOTS: usize = 64;
+const COUNT_MASK: u64 = 0xffff;
+
+/// The grace-period state of one database.
+pub(crate) struct Epochs {
+    global: CacheLine<AtomicU64>,
+    slots: Box<[CacheLine<AtomicU64>]>,
+}
+
+/// An active pin; unpins on drop. May be dropped on another thread (the slot is a counter).
+pub(crate) struct Guard<'a> {
+    slot: &'a AtomicU64,
+}
+
+thread_local! {
+    static THREAD_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn thread_slot() -> usize {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    THREAD_SLOT.with(|s| {
+        let mut v = s.get();
+        if v == usize::MAX {
+            // Relaxed: only a spreading number, no data is published through it.
+            v = NEXT.fetch_add(1, Ordering::Relaxed) as usize % SLOTS;
+            s.set(v);
+        }
+        v
+    })
+}
+
+impl Epochs {
+    pub(crate) fn new() -> Epochs {
+        Epochs {
+            global: CacheLine(AtomicU64::new(1)),
+            slots: (0..SLOTS).map(|_| CacheLine(AtomicU64::new(0))).collect(),
+        }
+    }
+
+    /// Pins the calling thread until the guard is dropped.
+    #[inline]
+    pub(crate) fn pin(&self) -> Guard<'_> {
+        let slot = &self.slots[thread_slot()].0;
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            let next = if cur & COUNT_MASK == 0 {
+                // SeqCst: see the module documentation (pairs with `retire` and `is_safe`).
+                (self.global.load(Ordering::SeqCst) << 16) | 1
+            } else if cur & COUNT_MASK == COUNT_MASK {
+                std::thread::yield_now();
+                cur = slot.load(Ordering::Relaxed);
+                continue;
+            } else {
+                cur + 1
+            };
+            // SeqCst: the pin must precede, in the total order, the table-word load that
+            // follows it (see the module documentation).
+            match slot.compare_exchange_weak(cur, next, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => return Guard { slot },
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Advances the epoch after the caller unpublished some space; returns the epoch to
+    /// wait out with [`Epochs::is_safe`].
+    pub(crate) fn retire(&self) -> u64 {
+        // SeqCst: ordered after the unpublishing store (module documentation).
+        self.global.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Whether no reader can still hold a reference to space retired at epoch `e`.
+    pub(crate) fn is_safe(&self, e: u64) -> bool {
+        self.slots.iter().all(|s| {
+            // SeqCst: pairs with the pin's CAS (module documentation).
+            let w = s.load(Ordering::SeqCst);
+            w & COUNT_MASK == 0 || w >> 16 > e
+        })
+    }
+
+    /// Waits until [`Epochs::is_safe`]`(e)` (readers pin briefly, so this is short unless an
+    /// iterator or a `get_with` closure is parked).
+    pub(crate) fn wait(&self, e: u64) {
+        while !self.is_safe(e) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for Guard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: the reader's loads of the map happen before the reclaimer's scan sees the
+        // count drop.
+        self.slot.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_readers_hold_back_reuse() {
+        let e = Epochs::new();
+        let g = e.pin();
+        let nested = e.pin();
+        let retired = e.retire();
+        assert!(!e.is_safe(retired));
+        drop(nested);
+        assert!(!e.is_safe(retired));
+        drop(g);
+        assert!(e.is_safe(retired));
+        let late = e.pin(); // pinned after the retire: does not hold it back
+        assert!(e.is_safe(retired));
+        drop(late);
+    }
+}
