@@ -51,3 +51,7 @@ if command -v rustup >/dev/null 2>&1; then
   done
 fi
 say "rust $(rustc --version | cut -d' ' -f2) ready"
+
+# GNU time reports the peak resident set of `make run`'s perf runs.
+need_apt time
+say "tools ready"

@@ -1,4 +1,6 @@
-//! Lock benchmarks for senju: senju's locks side by side with std, parking_lot, spin, glibc's
+//! Benchmarks for senju. The allocator experiment of `lab/0002-allocators` is [`alloc`] (a
+//! dispatching global allocator and the malloc/free workloads, run by `senju-allocbench`).
+//! The rest are lock benchmarks: senju's locks side by side with std, parking_lot, spin, glibc's
 //! pthread locks and a Tkrzw-style single-counter spin lock, in three scenarios:
 //!
 //! 1. [`throughput`]: threads × read/write mix × critical-section length, total rate and
@@ -39,6 +41,7 @@
 //! assert!(rows.iter().all(|r| r.summary.violations == 0));
 //! ```
 
+pub mod alloc;
 pub mod checks;
 pub mod flood;
 pub mod handoff;

@@ -1,6 +1,13 @@
 //! Flags of `senju perf`, spelled as `tkrzw_dbm_perf` spells them.
+//!
+//! One parser serves the three workloads; each accepts only the flags `tkrzw_dbm_perf`
+//! accepts for it (plus `--dbm memory` and the hidden test flag of `wicked`), so a typo or a
+//! flag of another workload is an error rather than silently ignored.
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use senju::Db;
 
 /// Which engine to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,9 +16,27 @@ pub(crate) enum Engine {
     Memory,
 }
 
-/// The options of `perf sequence`.
+impl Engine {
+    /// The name printed in `impl=`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Engine::File => "file",
+            Engine::Memory => "memory",
+        }
+    }
+}
+
+/// Which `perf` workload the flags are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Workload {
+    Sequence,
+    Parallel,
+    Wicked,
+}
+
+/// The options of `senju perf`. Fields a workload does not take keep their defaults.
 #[derive(Clone, Debug)]
-pub(crate) struct SequenceArgs {
+pub(crate) struct PerfArgs {
     pub(crate) path: Option<PathBuf>,
     pub(crate) engine: Engine,
     pub(crate) iter: u64,
@@ -22,10 +47,24 @@ pub(crate) struct SequenceArgs {
     pub(crate) random_key: bool,
     pub(crate) random_value: bool,
     pub(crate) seed: u64,
+    pub(crate) validate: bool,
+    /// `sequence`: which phases to run.
     pub(crate) set: bool,
     pub(crate) get: bool,
     pub(crate) remove: bool,
-    pub(crate) validate: bool,
+    /// `parallel --keys`: key numbers are reduced modulo this (0: no reduction).
+    pub(crate) keys: u64,
+    /// `parallel --sleep`: pause after every operation.
+    pub(crate) sleep: Duration,
+    /// `parallel --rebuild`, `wicked --rebuild`: rebuild the database now and then.
+    pub(crate) rebuild: bool,
+    /// `wicked --iterator`, `--clear`, `--sync`: the occasional operations.
+    pub(crate) iterator: bool,
+    pub(crate) clear: bool,
+    pub(crate) sync: bool,
+    /// `wicked --debug_corrupt_model` (hidden): alters the model after the run so that
+    /// `--validate` must fail; the tests use it to show that validation can fail.
+    pub(crate) corrupt_model: bool,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, v: Option<&&str>) -> Result<T, String> {
@@ -33,9 +72,10 @@ fn number<T: std::str::FromStr>(flag: &str, v: Option<&&str>) -> Result<T, Strin
     v.parse().map_err(|_| format!("{flag}: not a number: {v}"))
 }
 
-impl SequenceArgs {
-    pub(crate) fn parse(argv: &[&str]) -> Result<SequenceArgs, String> {
-        let mut a = SequenceArgs {
+impl PerfArgs {
+    pub(crate) fn parse(workload: Workload, argv: &[&str]) -> Result<PerfArgs, String> {
+        use Workload::{Parallel, Sequence, Wicked};
+        let mut a = PerfArgs {
             path: None,
             engine: Engine::File,
             iter: 10_000,
@@ -45,39 +85,127 @@ impl SequenceArgs {
             random_key: false,
             random_value: false,
             seed: 0,
+            validate: false,
             set: false,
             get: false,
             remove: false,
-            validate: false,
+            keys: 0,
+            sleep: Duration::ZERO,
+            rebuild: false,
+            iterator: false,
+            clear: false,
+            sync: false,
+            corrupt_model: false,
         };
         let mut it = argv.iter();
         while let Some(&flag) = it.next() {
-            match flag {
-                "--path" => a.path = Some(it.next().ok_or("--path needs a value")?.into()),
-                "--dbm" => {
+            match (flag, workload) {
+                ("--path", _) => a.path = Some(it.next().ok_or("--path needs a value")?.into()),
+                ("--dbm", _) => {
                     a.engine = match *it.next().ok_or("--dbm needs a value")? {
                         "auto" | "file" | "hash" => Engine::File,
                         "memory" | "tiny" => Engine::Memory,
                         other => return Err(format!("--dbm: unknown engine {other}")),
                     }
                 }
-                "--iter" => a.iter = number(flag, it.next())?,
-                "--threads" => a.threads = number::<u64>(flag, it.next())?.max(1),
-                "--size" => a.size = number(flag, it.next())?,
-                "--buckets" => a.buckets = number(flag, it.next())?,
-                "--random_seed" => a.seed = number(flag, it.next())?,
-                "--random_key" => a.random_key = true,
-                "--random_value" => a.random_value = true,
-                "--set_only" => a.set = true,
-                "--get_only" => a.get = true,
-                "--remove_only" => a.remove = true,
-                "--validate" => a.validate = true,
-                other => return Err(format!("unknown option: {other}")),
+                ("--iter", _) => a.iter = number::<u64>(flag, it.next())?.max(1),
+                ("--threads", _) => a.threads = number::<u64>(flag, it.next())?.max(1),
+                ("--size", _) => a.size = number(flag, it.next())?,
+                ("--buckets", _) => a.buckets = number(flag, it.next())?,
+                ("--random_seed", _) => a.seed = number(flag, it.next())?,
+                // wicked always draws keys and value lengths at random; the flags are
+                // accepted there for symmetry and change nothing.
+                ("--random_key", _) => a.random_key = true,
+                ("--random_value", _) => a.random_value = true,
+                ("--validate", _) => a.validate = true,
+                ("--set_only", Sequence) => a.set = true,
+                ("--get_only", Sequence) => a.get = true,
+                ("--remove_only", Sequence) => a.remove = true,
+                ("--keys", Parallel) => a.keys = number(flag, it.next())?,
+                ("--sleep", Parallel) => {
+                    let secs: f64 = number(flag, it.next())?;
+                    a.sleep = Duration::try_from_secs_f64(secs)
+                        .map_err(|_| format!("--sleep: not a duration in seconds: {secs}"))?;
+                }
+                ("--rebuild", Parallel | Wicked) => a.rebuild = true,
+                ("--iterator", Wicked) => a.iterator = true,
+                ("--clear", Wicked) => a.clear = true,
+                ("--sync", Wicked) => a.sync = true,
+                ("--debug_corrupt_model", Wicked) => a.corrupt_model = true,
+                (other, _) => return Err(format!("unknown option: {other}")),
             }
         }
-        if !(a.set || a.get || a.remove) {
+        if workload == Sequence && !(a.set || a.get || a.remove) {
             (a.set, a.get, a.remove) = (true, true, true);
         }
+        if workload == Wicked {
+            (a.random_key, a.random_value) = (true, true);
+            if a.corrupt_model && !a.validate {
+                return Err("--debug_corrupt_model needs --validate".into());
+            }
+        }
         Ok(a)
+    }
+
+    /// Opens the database the flags ask for: the file at `path` (emptied first if `truncate`)
+    /// or a new in-memory one, with `--buckets` as the capacity hint.
+    pub(crate) fn open(&self, path: &std::path::Path, truncate: bool) -> Result<Db, String> {
+        let builder = Db::builder().capacity_hint(self.buckets);
+        match self.engine {
+            Engine::Memory => builder.memory(),
+            Engine::File => builder.truncate(truncate).open(path),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// The database file to use, and a guard that deletes it when dropped if it is a
+    /// temporary one (no `--path`, file engine), on success and on error alike.
+    pub(crate) fn file_path(&self) -> (PathBuf, TempFile) {
+        match (&self.path, self.engine) {
+            (Some(p), _) => (p.clone(), TempFile(None)),
+            (None, engine) => {
+                let name = format!("senju-perf-{}.sj", std::process::id());
+                let path = std::env::temp_dir().join(name);
+                (path.clone(), TempFile((engine == Engine::File).then_some(path)))
+            }
+        }
+    }
+}
+
+/// Deletes a temporary database file when dropped. Declare it before the database handle,
+/// so that the handle is closed first.
+pub(crate) struct TempFile(Option<PathBuf>);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_belong_to_their_workload() {
+        let p = PerfArgs::parse(Workload::Parallel, &["--keys", "10", "--sleep", "0.001"]);
+        let p = p.unwrap();
+        assert_eq!((p.keys, p.sleep), (10, Duration::from_millis(1)));
+        assert!(PerfArgs::parse(Workload::Sequence, &["--keys", "10"]).is_err());
+        assert!(PerfArgs::parse(Workload::Parallel, &["--iterator"]).is_err());
+        assert!(PerfArgs::parse(Workload::Wicked, &["--set_only"]).is_err());
+        let w = PerfArgs::parse(Workload::Wicked, &["--clear", "--validate"]).unwrap();
+        assert!(w.clear && w.validate && w.random_key && w.random_value);
+        assert!(PerfArgs::parse(Workload::Wicked, &["--debug_corrupt_model"]).is_err());
+    }
+
+    #[test]
+    fn sequence_runs_every_phase_unless_told() {
+        let s = PerfArgs::parse(Workload::Sequence, &[]).unwrap();
+        assert!(s.set && s.get && s.remove);
+        let s = PerfArgs::parse(Workload::Sequence, &["--get_only"]).unwrap();
+        assert!(!s.set && s.get && !s.remove);
     }
 }

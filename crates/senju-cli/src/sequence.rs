@@ -13,22 +13,10 @@ use std::time::Instant;
 
 use senju::{Db, Durability};
 
-use crate::args::{Engine, SequenceArgs};
-
-/// A small, fast, seedable generator (xorshift64*), one per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
-}
+use crate::args::{Engine, PerfArgs};
+use crate::progress::Progress;
+use crate::report::{key_into, print_done, rss};
+use crate::rng::Rng;
 
 const PATTERN_CYCLE: usize = 2039;
 
@@ -41,20 +29,6 @@ fn pattern(id: u64, size: usize) -> Vec<u8> {
 
 fn pattern_offset(i: u64) -> usize {
     ((i as u32).wrapping_mul((i as u32).wrapping_add(1)) as usize) % PATTERN_CYCLE
-}
-
-fn key_into(buf: &mut Vec<u8>, n: u64) {
-    use std::io::Write;
-    buf.clear();
-    write!(buf, "{n:08}").expect("writing to a Vec");
-}
-
-/// Resident set size in bytes (from /proc; 0 where unavailable).
-fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
-        .map_or(0, |pages| pages * 4096)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -77,16 +51,9 @@ impl Phase {
 }
 
 /// Runs the phases the flags ask for.
-pub(crate) fn run(a: &SequenceArgs) -> Result<(), String> {
+pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     let base_rss = rss();
-    let tmp;
-    let path = match &a.path {
-        Some(p) => p.clone(),
-        None => {
-            tmp = std::env::temp_dir().join(format!("senju-perf-{}.sj", std::process::id()));
-            tmp.clone()
-        }
-    };
+    let (path, _temporary) = a.file_path();
     let mut phases = Vec::new();
     if a.set {
         phases.push(Phase::Set);
@@ -101,9 +68,7 @@ pub(crate) fn run(a: &SequenceArgs) -> Result<(), String> {
         phases.push(Phase::Remove);
     }
     let memory = match a.engine {
-        Engine::Memory => {
-            Some(Db::builder().capacity_hint(a.buckets).memory().map_err(|e| e.to_string())?)
-        }
+        Engine::Memory => Some(a.open(&path, false)?),
         Engine::File => None,
     };
     for phase in phases {
@@ -111,11 +76,7 @@ pub(crate) fn run(a: &SequenceArgs) -> Result<(), String> {
         let db = match &memory {
             Some(db) => db,
             None => {
-                opened = Db::builder()
-                    .capacity_hint(a.buckets)
-                    .truncate(phase == Phase::Set)
-                    .open(&path)
-                    .map_err(|e| e.to_string())?;
+                opened = a.open(&path, phase == Phase::Set)?;
                 &opened
             }
         };
@@ -124,29 +85,32 @@ pub(crate) fn run(a: &SequenceArgs) -> Result<(), String> {
             db.close().map_err(|e| e.to_string())?;
         }
     }
-    if a.path.is_none() && a.engine == Engine::File {
-        let _ = std::fs::remove_file(&path);
-    }
     Ok(())
 }
 
-fn run_phase(a: &SequenceArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(), String> {
+fn run_phase(a: &PerfArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(), String> {
     let (start_name, done_name) = phase.names();
-    let impl_name = if a.engine == Engine::Memory { "memory" } else { "file" };
     println!(
-        "{start_name}: impl={impl_name} num_iterations={} value_size={} num_threads={}",
-        a.iter, a.size, a.threads
+        "{start_name}: impl={} num_iterations={} value_size={} num_threads={}",
+        a.engine.name(),
+        a.iter,
+        a.size,
+        a.threads
     );
+    let progress = Progress::new(start_name, a.iter);
     let t0 = Instant::now();
     let errors: Vec<String> = if phase == Phase::Iterate {
         iterate(db).err().into_iter().collect()
     } else {
+        let progress = &progress;
         std::thread::scope(|s| {
-            let workers: Vec<_> =
-                (0..a.threads).map(|id| s.spawn(move || worker(a, db, phase, id))).collect();
+            let workers: Vec<_> = (0..a.threads)
+                .map(|id| s.spawn(move || worker(a, db, phase, id, (id == 0).then_some(progress))))
+                .collect();
             workers.into_iter().filter_map(|w| w.join().expect("worker panicked").err()).collect()
         })
     };
+    progress.finish();
     if let Some(e) = errors.first() {
         return Err(e.clone());
     }
@@ -157,26 +121,7 @@ fn run_phase(a: &SequenceArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let ops = if phase == Phase::Iterate { db.len() } else { a.iter * a.threads };
-    let stats = db.stats().map_err(|e| e.to_string())?;
-    println!(
-        "{done_name}: elapsed_time={elapsed:.6} num_records={} qps={:.0} mem={}",
-        db.len(),
-        ops as f64 / elapsed.max(1e-9),
-        rss().saturating_sub(base_rss)
-    );
-    println!(
-        "  file_size={} eff_data_size={} efficiency={:.2}%",
-        stats.file_bytes,
-        stats.live_bytes,
-        100.0 * stats.live_bytes as f64 / stats.file_bytes.max(1) as f64
-    );
-    println!(
-        "  num_buckets={} load_factor={:.2}",
-        stats.table_slots,
-        stats.records as f64 / stats.table_slots.max(1) as f64
-    );
-    println!();
-    Ok(())
+    print_done(done_name, db, elapsed, ops, base_rss)
 }
 
 fn iterate(db: &Db) -> Result<(), String> {
@@ -189,12 +134,19 @@ fn iterate(db: &Db) -> Result<(), String> {
     Ok(())
 }
 
-fn worker(a: &SequenceArgs, db: &Db, phase: Phase, id: u64) -> Result<(), String> {
+fn worker(
+    a: &PerfArgs,
+    db: &Db,
+    phase: Phase,
+    id: u64,
+    progress: Option<&Progress>,
+) -> Result<(), String> {
     let total = a.iter * a.threads;
     let mut rng = Rng::new(a.seed + id);
     let mut value_rng = Rng::new(a.seed.wrapping_mul(2) + id + 1);
     let buf = pattern(id, a.size);
     let mut key = Vec::with_capacity(16);
+    let tick = (a.iter / 1000).max(1);
     for i in 0..a.iter {
         let n = if a.random_key { rng.below(total) } else { i * a.threads + id };
         key_into(&mut key, n);
@@ -229,6 +181,9 @@ fn worker(a: &SequenceArgs, db: &Db, phase: Phase, id: u64) -> Result<(), String
                 db.remove(&key).map_err(|e| e.to_string())?;
             }
             Phase::Iterate => unreachable!("iterate runs in one thread"),
+        }
+        if let Some(p) = progress.filter(|_| (i + 1) % tick == 0) {
+            p.tick(i + 1);
         }
     }
     Ok(())
