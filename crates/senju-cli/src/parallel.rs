@@ -30,11 +30,11 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use senju::{Db, Durability};
+use senju::Db;
 
 use crate::args::PerfArgs;
 use crate::progress::Progress;
-use crate::report::{key_into, key_number, print_done, rss};
+use crate::report::{key_into, key_number, print_done, rss, run_workers, sync_and_report};
 use crate::rng::Rng;
 
 /// One side of Tkrzw's `CompareExchange(key, expected, desired)` in the parallel workload,
@@ -99,20 +99,11 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     let progress = Progress::new("Doing", a.iter);
     let t0 = Instant::now();
     let master = AtomicU64::new(0);
-    let errors: Vec<String> = std::thread::scope(|s| {
-        let (db, progress, master) = (&db, &progress, &master);
-        let workers: Vec<_> = (0..a.threads)
-            .map(|id| s.spawn(move || worker(a, db, id, master, (id == 0).then_some(progress))))
-            .collect();
-        workers.into_iter().filter_map(|w| w.join().expect("worker panicked").err()).collect()
-    });
+    let result =
+        run_workers(a.threads, |id| worker(a, &db, id, &master, (id == 0).then_some(&progress)));
     progress.finish();
-    if let Some(e) = errors.first() {
-        return Err(e.clone());
-    }
-    let ts = Instant::now();
-    db.sync(Durability::Soft).map_err(|e| e.to_string())?;
-    println!("Synchronizing: ... done (elapsed={:.6})", ts.elapsed().as_secs_f64());
+    result?;
+    sync_and_report(&db)?;
     if a.validate {
         let tv = Instant::now();
         validate(a, &db)?;

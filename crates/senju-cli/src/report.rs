@@ -2,8 +2,9 @@
 //! key format.
 
 use std::io::Write;
+use std::time::Instant;
 
-use senju::Db;
+use senju::{Db, Durability};
 
 /// Writes key number `n` as `%08d` (8 ASCII digits, more from 10^8), as Tkrzw does.
 pub(crate) fn key_into(buf: &mut Vec<u8>, n: u64) {
@@ -55,6 +56,34 @@ pub(crate) fn print_done(
         stats.records as f64 / stats.table_slots.max(1) as f64
     );
     println!();
+    Ok(())
+}
+
+/// Runs `work(id)` on `threads` threads at once (ids 0..threads) and returns the first error
+/// any of them reported. A panicking worker panics the caller.
+pub(crate) fn run_workers(
+    threads: u64,
+    work: impl Fn(u64) -> Result<(), String> + Sync,
+) -> Result<(), String> {
+    let work = &work;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads).map(|id| s.spawn(move || work(id))).collect();
+        let mut first = Ok(());
+        for w in workers {
+            let result = w.join().expect("worker panicked");
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
+    })
+}
+
+/// Flushes the database (soft sync) and prints Tkrzw's `Synchronizing` line.
+pub(crate) fn sync_and_report(db: &Db) -> Result<(), String> {
+    let ts = Instant::now();
+    db.sync(Durability::Soft).map_err(|e| e.to_string())?;
+    println!("Synchronizing: ... done (elapsed={:.6})", ts.elapsed().as_secs_f64());
     Ok(())
 }
 

@@ -11,11 +11,11 @@
 
 use std::time::Instant;
 
-use senju::{Db, Durability};
+use senju::Db;
 
 use crate::args::{Engine, PerfArgs};
 use crate::progress::Progress;
-use crate::report::{key_into, print_done, rss};
+use crate::report::{key_into, print_done, rss, run_workers, sync_and_report};
 use crate::rng::Rng;
 
 const PATTERN_CYCLE: usize = 2039;
@@ -99,25 +99,15 @@ fn run_phase(a: &PerfArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(), S
     );
     let progress = Progress::new(start_name, a.iter);
     let t0 = Instant::now();
-    let errors: Vec<String> = if phase == Phase::Iterate {
-        iterate(db).err().into_iter().collect()
+    let result = if phase == Phase::Iterate {
+        iterate(db)
     } else {
-        let progress = &progress;
-        std::thread::scope(|s| {
-            let workers: Vec<_> = (0..a.threads)
-                .map(|id| s.spawn(move || worker(a, db, phase, id, (id == 0).then_some(progress))))
-                .collect();
-            workers.into_iter().filter_map(|w| w.join().expect("worker panicked").err()).collect()
-        })
+        run_workers(a.threads, |id| worker(a, db, phase, id, (id == 0).then_some(&progress)))
     };
     progress.finish();
-    if let Some(e) = errors.first() {
-        return Err(e.clone());
-    }
+    result?;
     if matches!(phase, Phase::Set | Phase::Remove) {
-        let ts = Instant::now();
-        db.sync(Durability::Soft).map_err(|e| e.to_string())?;
-        println!("Synchronizing: ... done (elapsed={:.6})", ts.elapsed().as_secs_f64());
+        sync_and_report(db)?;
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let ops = if phase == Phase::Iterate { db.len() } else { a.iter * a.threads };

@@ -38,7 +38,7 @@ use senju::{Db, Durability};
 use crate::args::{Engine, PerfArgs};
 use crate::model::{Entry, Model};
 use crate::progress::Progress;
-use crate::report::{key_into, key_number, print_done, rss};
+use crate::report::{key_into, key_number, print_done, rss, run_workers, sync_and_report};
 use crate::rng::Rng;
 
 /// Runs the workload and prints Tkrzw's lines.
@@ -56,20 +56,12 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     );
     let progress = Progress::new("Doing", a.iter);
     let t0 = Instant::now();
-    let errors: Vec<String> = std::thread::scope(|s| {
-        let (db, model, progress) = (&db, model.as_ref(), &progress);
-        let workers: Vec<_> = (0..a.threads)
-            .map(|id| s.spawn(move || worker(a, db, model, id, (id == 0).then_some(progress))))
-            .collect();
-        workers.into_iter().filter_map(|w| w.join().expect("worker panicked").err()).collect()
+    let result = run_workers(a.threads, |id| {
+        worker(a, &db, model.as_ref(), id, (id == 0).then_some(&progress))
     });
     progress.finish();
-    if let Some(e) = errors.first() {
-        return Err(e.clone());
-    }
-    let ts = Instant::now();
-    db.sync(Durability::Soft).map_err(|e| e.to_string())?;
-    println!("Synchronizing: ... done (elapsed={:.6})", ts.elapsed().as_secs_f64());
+    result?;
+    sync_and_report(&db)?;
     if let Some(model) = &model {
         if a.corrupt_model {
             model.corrupt();

@@ -1,17 +1,8 @@
 //! `senju perf parallel` runs with a few iterations and prints Tkrzw's lines.
 
-use std::process::Command;
+mod common;
 
-fn run(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_senju")).args(args).output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use common::{run, senju};
 
 fn field(line: &str, name: &str) -> u64 {
     line.split_whitespace()
@@ -98,9 +89,7 @@ fn parallel_rebuilds_when_dead_records_pile_up() {
 
 #[test]
 fn parallel_rejects_flags_of_other_workloads() {
-    let bad =
-        Command::new(env!("CARGO_BIN_EXE_senju")).args(["perf", "parallel", "--set_only"]).output();
-    let bad = bad.unwrap();
+    let bad = senju(&["perf", "parallel", "--set_only"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown option: --set_only"));
 }

@@ -1,17 +1,8 @@
 //! `senju perf sequence` runs with a few iterations and prints Tkrzw's lines.
 
-use std::process::Command;
+mod common;
 
-fn run(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_senju")).args(args).output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use common::{run, senju};
 
 fn done_line<'a>(out: &'a str, phase: &str) -> &'a str {
     out.lines()
@@ -71,10 +62,7 @@ fn sequence_in_memory_with_random_keys_and_values() {
 fn set_only_runs_one_phase_and_bad_flags_fail() {
     let out = run(&["perf", "sequence", "--dbm", "memory", "--iter", "10", "--set_only"]);
     assert!(out.contains("Setting done: ") && !out.contains("Getting"));
-    let bad = Command::new(env!("CARGO_BIN_EXE_senju"))
-        .args(["perf", "sequence", "--bogus"])
-        .output()
-        .unwrap();
+    let bad = senju(&["perf", "sequence", "--bogus"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown option: --bogus"));
 }

@@ -1,22 +1,9 @@
 //! `senju perf wicked` runs with a few iterations; `--validate` passes on a correct run and
 //! fails loudly (exit status 1, a message naming the key) when the model disagrees.
 
-use std::process::{Command, Output};
+mod common;
 
-fn senju(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_senju")).args(args).output().unwrap()
-}
-
-fn run(args: &[&str]) -> String {
-    let out = senju(args);
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use common::{run, senju};
 
 #[test]
 fn wicked_validates_a_file_before_and_after_reopening() {
@@ -72,7 +59,7 @@ fn validation_fails_loudly_when_the_model_disagrees() {
     let tmp = std::env::temp_dir().join(format!("senju-cli-wicked-fail-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     for engine in ["file", "memory"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_senju"))
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_senju"))
             .env("TMPDIR", &tmp)
             .args(["perf", "wicked", "--dbm", engine, "--iter", "2000", "--threads", "2"])
             .args(["--validate", "--debug_corrupt_model"])
