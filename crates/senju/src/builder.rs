@@ -23,7 +23,7 @@ use crate::table::TableRef;
 ///
 /// | option | default | saved in the file? |
 /// |---|---|---|
-/// | [`shards`](Builder::shards) | 1024 | yes: fixed when the file is created, ignored afterwards |
+/// | [`shards`](Builder::shards) | 128 | yes: fixed when the file is created, ignored afterwards |
 /// | [`max_size`](Builder::max_size) | 256 GiB | no: chosen at each open |
 /// | [`create`](Builder::create) | `true` | no |
 /// | [`truncate`](Builder::truncate) | `false` | no |
@@ -51,7 +51,7 @@ pub struct Builder {
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            shards: 1024,
+            shards: 128,
             max_size: 256 << 30,
             create: true,
             truncate: false,

@@ -153,9 +153,7 @@ impl Db {
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let (hash, shard) = self.route(key)?;
         check_value(value.len())?;
-        let mut w = shard.writer(&self.ctx)?;
-        let p = w.probe(hash, key)?;
-        w.put(p, hash, key, &[value])
+        shard.writer(&self.ctx)?.set(hash, key, value)
     }
 
     /// Sets `key` to `value` only if `key` is absent; returns whether it was set.

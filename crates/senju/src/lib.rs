@@ -27,7 +27,7 @@
 //!
 //! - **Threads.** Every method takes `&self` and [`Db`] is `Send + Sync`. Operations on one
 //!   key are linearizable. A read takes no lock and writes no shared memory; a write locks
-//!   only the key's shard (one of [`Builder::shards`], 1024 by default).
+//!   only the key's shard (one of [`Builder::shards`], 128 by default).
 //! - **Durability.** A write is in the operating system's page cache when it returns, so it
 //!   survives a crash of the process. [`Db::sync`] with [`Durability::Hard`] makes every
 //!   earlier write survive a power loss too.

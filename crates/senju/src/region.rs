@@ -30,7 +30,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 /// Files grow by at least this much, and to a multiple of it.
 const GROW_STEP: u64 = 1 << 20;
@@ -195,6 +195,29 @@ impl Region {
         // long as `self`; a record's first byte is only accessed atomically once published
         // (module contract).
         Some(unsafe { &*self.at(off).cast::<AtomicU8>() })
+    }
+
+    /// Faults in `off..off+len` (clipped to the map) for writing, in one system call, so
+    /// that the writers who fill it later take no page faults. Best effort: a kernel without
+    /// `MADV_POPULATE_WRITE` (before 5.14) or a failure just leaves the pages to fault later.
+    /// The bytes are not changed (pages already present are left as they are, holes read
+    /// as zero), so this is sound while other threads read or write the range.
+    pub(crate) fn populate(&self, off: u64, len: u64) {
+        /// `MADV_POPULATE_WRITE` (Linux 5.14); not in every `libc` version.
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+        let end = off.saturating_add(len).min(self.len());
+        if off >= end || !off.is_multiple_of(4096) || UNSUPPORTED.load(Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: `off..end` lies inside the mapped part of our reservation (checked above);
+        // populating changes no byte of it.
+        let rc = unsafe {
+            libc::madvise(self.at(off).cast(), (end - off) as usize, MADV_POPULATE_WRITE)
+        };
+        if rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Gives the file's blocks in `off..off + len` back to the file system; the range then

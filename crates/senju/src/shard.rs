@@ -45,6 +45,13 @@ impl Ctx {
             .filter(|&e| e <= MAX_FILE_LEN)
             .ok_or(StorageError::Full { needed: off.saturating_add(len), limit: MAX_FILE_LEN })?;
         self.region.ensure(end)?;
+        // The thread whose chunk crosses a window boundary faults in the next window in one
+        // system call, so writers filling fresh space take no page faults one page at a time.
+        let window = end & !(PREFAULT_WINDOW - 1);
+        // Best effort: near the end of the reserved range the window may not fit.
+        if off < window && self.region.ensure(window + PREFAULT_WINDOW).is_ok() {
+            self.region.populate(window, PREFAULT_WINDOW);
+        }
         Ok(off)
     }
 
@@ -58,6 +65,10 @@ impl Ctx {
     }
 }
 
+/// Fresh space at the end of the file is faulted in ahead of use in windows of this size
+/// (see [`Ctx::alloc`]): at most this much is mapped and resident before it is used.
+const PREFAULT_WINDOW: u64 = 2 << 20;
+
 /// A value alone on its cache line (two lines: adjacent-line prefetch pairs them).
 #[repr(align(128))]
 #[derive(Debug, Default)]
@@ -67,6 +78,39 @@ impl<T> std::ops::Deref for CacheLine<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.0
+    }
+}
+
+/// Records up to this many bytes are assembled on the stack before one copy into the map.
+const SMALL_RECORD: usize = 64;
+
+/// A whole record of at most [`SMALL_RECORD`] bytes (checksum included), assembled on the
+/// stack so that it is checksummed in registers and cache and copied into the map at once.
+struct SmallRecord {
+    buf: [u8; SMALL_RECORD],
+    len: usize,
+}
+
+impl SmallRecord {
+    /// The record of `kind` for `key` and the concatenated `parts`, or `None` if too large.
+    #[inline]
+    fn new(kind: u8, key: &[u8], parts: &[&[u8]], salt: u64) -> Option<SmallRecord> {
+        let vlen: usize = parts.iter().map(|p| p.len()).sum();
+        let head = RecordHead::new(kind, key.len(), vlen);
+        let len = head.record_len(key.len(), vlen);
+        if len > SMALL_RECORD as u64 {
+            return None;
+        }
+        let mut buf = [0u8; SMALL_RECORD];
+        let mut n = 0;
+        for piece in [&head.bytes[..head.len], key].into_iter().chain(parts.iter().copied()) {
+            buf[n..n + piece.len()].copy_from_slice(piece);
+            n += piece.len();
+        }
+        let sum = format::record_sum(buf[0], &buf[1..n], salt);
+        buf[n..n + 4].copy_from_slice(&sum.to_le_bytes());
+        debug_assert_eq!(n as u64 + 4, len);
+        Some(SmallRecord { buf, len: n + 4 })
     }
 }
 
@@ -252,6 +296,33 @@ impl<'a> ShardWriter<'a> {
         }
     }
 
+    /// Sets `key` to `value` (whether or not it is present). The key's home slot is
+    /// prefetched and a small record is assembled and checksummed on the stack while the slot
+    /// is on its way from memory; then probe, append, index, as [`put`](Self::put) does.
+    pub(crate) fn set(&mut self, hash: u64, key: &[u8], value: &[u8]) -> Result<()> {
+        if let Some(t) = self.table() {
+            table::prefetch(t.view(&self.ctx.region)?, hash);
+        }
+        let Some(rec) = SmallRecord::new(REC_SET, key, &[value], self.ctx.salt) else {
+            let p = self.probe(hash, key)?;
+            return self.put(p, hash, key, &[value]);
+        };
+        let p = self.probe(hash, key)?;
+        let p = self.make_room(p, hash, key)?;
+        let off = self.write_small(&rec)?;
+        self.index_put(p, hash, off, rec.len as u64)
+    }
+
+    /// Appends an assembled record; returns its offset.
+    fn write_small(&mut self, rec: &SmallRecord) -> Result<u64> {
+        let off = self.reserve(rec.len as u64)?;
+        // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
+        // published yet, so no other thread reads it; the source is on our stack.
+        unsafe { self.ctx.region.write(off, &rec.buf[..rec.len]) }
+            .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })?;
+        Ok(off)
+    }
+
     /// Sets `key` to the concatenation of `parts`; `p` is this key's fresh probe.
     pub(crate) fn put(&mut self, p: Probe, hash: u64, key: &[u8], parts: &[&[u8]]) -> Result<()> {
         let p = self.make_room(p, hash, key)?;
@@ -348,6 +419,9 @@ impl<'a> ShardWriter<'a> {
         if let Some(old) = old {
             let e = self.ctx.epochs.retire();
             self.st.limbo.push((old.chunk, old.len, e));
+            // Without readers pinned (a load phase) the old table is free at once: give its
+            // pages back now rather than at the next allocation.
+            self.reclaim();
         }
     }
 
@@ -362,19 +436,28 @@ impl<'a> ShardWriter<'a> {
             } else {
                 self.st.free[i] = (off + len, l - len);
             }
+            // Reused space was punched (`reclaim`): fault it in at once, not page by page.
+            self.ctx.region.populate(off, len);
             return Ok(off);
         }
         self.ctx.alloc(len)
     }
 
-    /// Moves retired index chunks whose grace period has passed to the free list.
+    /// Moves retired index chunks whose grace period has passed to the free list, giving
+    /// their pages back first (`fallocate(PUNCH_HOLE)`): free space then costs neither
+    /// memory (the map's resident pages) nor disk blocks until it is reused, and reads as
+    /// zeros when it is. Best effort: where punching fails the space is reused as it is.
     fn reclaim(&mut self) {
         if !self.st.limbo.is_empty() {
-            let epochs = &self.ctx.epochs;
+            let ctx = self.ctx;
             let st = &mut *self.st;
             st.limbo.retain(|&(off, l, e)| {
-                let safe = epochs.is_safe(e);
+                let safe = ctx.epochs.is_safe(e);
                 if safe {
+                    // SAFETY: the table was unpublished at epoch `e` and every reader pinned
+                    // at or before it has unpinned, so no reference into it remains; the
+                    // shard lock we hold keeps writers out.
+                    let _ = unsafe { ctx.region.punch_hole(off, l) };
                     st.free.push((off, l));
                 }
                 !safe
@@ -387,6 +470,9 @@ impl<'a> ShardWriter<'a> {
         let vlen: usize = parts.iter().map(|p| p.len()).sum();
         let head = RecordHead::new(kind, key.len(), vlen);
         let len = head.record_len(key.len(), vlen);
+        if let Some(rec) = SmallRecord::new(kind, key, parts, self.ctx.salt) {
+            return Ok((self.write_small(&rec)?, len));
+        }
         let off = self.reserve(len)?;
         let region = &self.ctx.region;
         let oob = || StorageError::Corrupted { offset: off, what: "record outside the file" };

@@ -62,6 +62,23 @@ pub(crate) fn home(hash: u64, n: usize) -> usize {
     }
 }
 
+/// Starts loading the home slot of `hash` into the cache (a hint; no effect on memory).
+#[inline]
+pub(crate) fn prefetch(slots: &[AtomicU64], hash: u64) {
+    if let Some(s) = slots.get(home(hash, slots.len())) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and changes no memory; the pointer is to a live
+        // slot besides.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                s.as_ptr().cast::<i8>().cast_const(),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = s;
+    }
+}
+
 /// Reads the record at `off`: bounds-checked, lengths checked, checksum not yet verified.
 pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
     let bad = |what| StorageError::Corrupted { offset: off, what };
