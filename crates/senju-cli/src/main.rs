@@ -17,6 +17,18 @@
 
 #![forbid(unsafe_code)]
 
+/// `println!` for stdout that ends the program quietly when the reader went away
+/// (see [`report::emit`]).
+macro_rules! outln {
+    () => { $crate::report::emit(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::report::emit(format_args!($($arg)*), true) };
+}
+
+/// `print!` with the same closed-pipe handling as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::report::emit(format_args!($($arg)*), false) };
+}
+
 mod args;
 mod model;
 mod parallel;
@@ -100,7 +112,7 @@ fn main() -> ExitCode {
     };
     let result = match argv.as_slice() {
         ["perf", _, .., "--help" | "-h"] | [] | ["help" | "--help" | "-h", ..] => {
-            print!("{USAGE}");
+            out!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         ["perf", "sequence", rest @ ..] => perf(Workload::Sequence, rest, sequence::run),

@@ -89,7 +89,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     let base_rss = rss();
     let (path, _temporary) = a.file_path();
     let db = a.open(&path, true)?;
-    println!(
+    outln!(
         "Doing: impl={} num_iterations={} value_size={} num_threads={}",
         a.engine.name(),
         a.iter,
@@ -107,7 +107,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     if a.validate {
         let tv = Instant::now();
         validate(a, &db)?;
-        println!("Validating records: ... done (elapsed={:.6})", tv.elapsed().as_secs_f64());
+        outln!("Validating records: ... done (elapsed={:.6})", tv.elapsed().as_secs_f64());
     }
     let elapsed = t0.elapsed().as_secs_f64();
     print_done("Done", &db, elapsed, a.iter * a.threads, base_rss)?;

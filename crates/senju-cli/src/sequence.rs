@@ -90,7 +90,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
 
 fn run_phase(a: &PerfArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(), String> {
     let (start_name, done_name) = phase.names();
-    println!(
+    outln!(
         "{start_name}: impl={} num_iterations={} value_size={} num_threads={}",
         a.engine.name(),
         a.iter,

@@ -47,7 +47,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     let (path, _temporary) = a.file_path();
     let db = a.open(&path, true)?;
     let model = a.validate.then(Model::new);
-    println!(
+    outln!(
         "Doing: impl={} num_iterations={} value_size={} num_threads={}",
         a.engine.name(),
         a.iter,
@@ -68,7 +68,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
         }
         let tv = Instant::now();
         model.check(&db)?;
-        println!("Validating records: ... done (elapsed={:.6})", tv.elapsed().as_secs_f64());
+        outln!("Validating records: ... done (elapsed={:.6})", tv.elapsed().as_secs_f64());
     }
     let elapsed = t0.elapsed().as_secs_f64();
     print_done("Done", &db, elapsed, a.iter * a.threads, base_rss)?;
@@ -78,11 +78,11 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
         let db = a.open(&path, false)?;
         let checked = model.check(&db).map_err(|e| format!("after reopening: {e}"))?;
         db.close().map_err(|e| e.to_string())?;
-        println!(
+        outln!(
             "Validating records after reopening: ... done (elapsed={:.6} num_records={checked})",
             tv.elapsed().as_secs_f64()
         );
-        println!();
+        outln!();
     }
     Ok(())
 }

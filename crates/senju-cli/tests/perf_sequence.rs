@@ -66,3 +66,26 @@ fn set_only_runs_one_phase_and_bad_flags_fail() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown option: --bogus"));
 }
+
+/// A reader that stops early (`senju perf ... | head -1`) ends the run quietly with the
+/// SIGPIPE status, 141, instead of a panic (Rust ignores SIGPIPE, so a plain `println!`
+/// panics with "Broken pipe" and exits 101).
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_senju"))
+        .args(["perf", "sequence", "--dbm", "memory", "--iter", "1000000", "--threads", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("Setting: "), "{first}");
+    // The reader is dropped here: every later write finds the pipe closed.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
