@@ -34,7 +34,9 @@ use senju::Db;
 
 use crate::args::PerfArgs;
 use crate::progress::Progress;
-use crate::report::{key_into, key_number, print_done, rss, run_workers, sync_and_report};
+use crate::report::{
+    key_into, key_number, print_done, print_header, rss, run_workers, sync_and_report,
+};
 use crate::rng::Rng;
 
 /// One side of Tkrzw's `CompareExchange(key, expected, desired)` in the parallel workload,
@@ -89,13 +91,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     let base_rss = rss();
     let (path, _temporary) = a.file_path();
     let db = a.open(&path, true)?;
-    outln!(
-        "Doing: impl={} num_iterations={} value_size={} num_threads={}",
-        a.engine.name(),
-        a.iter,
-        a.size,
-        a.threads
-    );
+    print_header("Doing", a);
     let progress = Progress::new("Doing", a.iter);
     let t0 = Instant::now();
     let master = AtomicU64::new(0);

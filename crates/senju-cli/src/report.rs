@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use senju::{Db, Durability};
 
+use crate::args::PerfArgs;
+
 /// Writes key number `n` as `%08d` (8 ASCII digits, more from 10^8), as Tkrzw does.
 ///
 /// Written by hand: `core::fmt` took about 8% of every perf phase, time that belongs to the
@@ -67,6 +69,18 @@ pub(crate) fn print_done(
     );
     outln!();
     Ok(())
+}
+
+/// Prints Tkrzw's header line of a phase: `LABEL: impl=... num_iterations=... value_size=...
+/// num_threads=...`.
+pub(crate) fn print_header(label: &str, a: &PerfArgs) {
+    outln!(
+        "{label}: impl={} num_iterations={} value_size={} num_threads={}",
+        a.engine.name(),
+        a.iter,
+        a.size,
+        a.threads
+    );
 }
 
 /// Runs `work(id)` on `threads` threads at once (ids 0..threads) and returns the first error

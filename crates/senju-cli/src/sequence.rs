@@ -15,7 +15,7 @@ use senju::Db;
 
 use crate::args::{Engine, PerfArgs};
 use crate::progress::Progress;
-use crate::report::{key_into, print_done, rss, run_workers, sync_and_report};
+use crate::report::{key_into, print_done, print_header, rss, run_workers, sync_and_report};
 use crate::rng::Rng;
 
 const PATTERN_CYCLE: usize = 2039;
@@ -90,13 +90,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
 
 fn run_phase(a: &PerfArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(), String> {
     let (start_name, done_name) = phase.names();
-    outln!(
-        "{start_name}: impl={} num_iterations={} value_size={} num_threads={}",
-        a.engine.name(),
-        a.iter,
-        a.size,
-        a.threads
-    );
+    print_header(start_name, a);
     let progress = Progress::new(start_name, a.iter);
     let t0 = Instant::now();
     let result = if phase == Phase::Iterate {

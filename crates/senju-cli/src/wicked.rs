@@ -38,7 +38,9 @@ use senju::{Db, Durability};
 use crate::args::{Engine, PerfArgs};
 use crate::model::{Entry, Model};
 use crate::progress::Progress;
-use crate::report::{key_into, key_number, print_done, rss, run_workers, sync_and_report};
+use crate::report::{
+    key_into, key_number, print_done, print_header, rss, run_workers, sync_and_report,
+};
 use crate::rng::Rng;
 
 /// Runs the workload and prints Tkrzw's lines.
@@ -47,13 +49,7 @@ pub(crate) fn run(a: &PerfArgs) -> Result<(), String> {
     let (path, _temporary) = a.file_path();
     let db = a.open(&path, true)?;
     let model = a.validate.then(Model::new);
-    outln!(
-        "Doing: impl={} num_iterations={} value_size={} num_threads={}",
-        a.engine.name(),
-        a.iter,
-        a.size,
-        a.threads
-    );
+    print_header("Doing", a);
     let progress = Progress::new("Doing", a.iter);
     let t0 = Instant::now();
     let result = run_workers(a.threads, |id| {
