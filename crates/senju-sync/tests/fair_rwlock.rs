@@ -113,6 +113,18 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
         for t in 0..THREADS {
             let (lock, occ, writes, tries) = (&lock, &occ, &writes, &tries);
             s.spawn(move || {
+                // What a holder does inside, counted in the occupancy so overlaps are seen.
+                let write_inside = |pair: &mut Pair| {
+                    occ.enter_write();
+                    bump(pair);
+                    writes.fetch_add(1, SeqCst);
+                    occ.leave_write();
+                };
+                let read_inside = |pair: &Pair| {
+                    occ.enter_read();
+                    check(pair);
+                    occ.leave_read();
+                };
                 let mut rng =
                     0x9E37_79B9_7F4A_7C15u64 ^ (t + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
                 for _ in 0..OPS {
@@ -122,32 +134,22 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
                     match rng % 11 {
                         0 => {
                             let g = lock.read();
-                            occ.enter_read();
-                            check(&g);
-                            occ.leave_read();
+                            read_inside(&g);
                         }
                         1 => {
                             tries[0].fetch_add(1, SeqCst);
                             if let Some(g) = lock.try_read() {
                                 tries[1].fetch_add(1, SeqCst);
-                                occ.enter_read();
-                                check(&g);
-                                occ.leave_read();
+                                read_inside(&g);
                             }
                         }
                         2 => {
                             let mut g = lock.write();
-                            occ.enter_write();
-                            bump(&mut g);
-                            writes.fetch_add(1, SeqCst);
-                            occ.leave_write();
+                            write_inside(&mut g);
                         }
                         3 => {
                             if let Some(mut g) = lock.try_write() {
-                                occ.enter_write();
-                                bump(&mut g);
-                                writes.fetch_add(1, SeqCst);
-                                occ.leave_write();
+                                write_inside(&mut g);
                             }
                         }
                         4 => {
@@ -162,10 +164,7 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
                             check(&g);
                             occ.leave_upgradable();
                             let mut g = FairRwLockUpgradableReadGuard::upgrade(g);
-                            occ.enter_write();
-                            bump(&mut g);
-                            writes.fetch_add(1, SeqCst);
-                            occ.leave_write();
+                            write_inside(&mut g);
                         }
                         6 => {
                             if let Some(g) = lock.try_upgradable_read() {
@@ -174,10 +173,7 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
                                 occ.leave_upgradable();
                                 match FairRwLockUpgradableReadGuard::try_upgrade(g) {
                                     Ok(mut g) => {
-                                        occ.enter_write();
-                                        bump(&mut g);
-                                        writes.fetch_add(1, SeqCst);
-                                        occ.leave_write();
+                                        write_inside(&mut g);
                                     }
                                     Err(g) => {
                                         occ.enter_upgradable();
@@ -189,14 +185,9 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
                         }
                         7 => {
                             let mut g = lock.write();
-                            occ.enter_write();
-                            bump(&mut g);
-                            writes.fetch_add(1, SeqCst);
-                            occ.leave_write();
+                            write_inside(&mut g);
                             let g = FairRwLockWriteGuard::downgrade(g);
-                            occ.enter_read();
-                            check(&g);
-                            occ.leave_read();
+                            read_inside(&g);
                         }
                         8 => {
                             let g = lock.upgradable_read();
@@ -204,37 +195,24 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
                             check(&g);
                             occ.leave_upgradable();
                             let g = FairRwLockUpgradableReadGuard::downgrade(g);
-                            occ.enter_read();
-                            check(&g);
-                            occ.leave_read();
+                            read_inside(&g);
                         }
                         9 => {
                             let mut g = lock.write();
-                            occ.enter_write();
-                            bump(&mut g);
-                            writes.fetch_add(1, SeqCst);
-                            occ.leave_write();
+                            write_inside(&mut g);
                             let g = FairRwLockWriteGuard::downgrade_to_upgradable(g);
                             occ.enter_upgradable();
                             check(&g);
                             occ.leave_upgradable();
                             let mut g = FairRwLockUpgradableReadGuard::upgrade(g);
-                            occ.enter_write();
-                            bump(&mut g);
-                            writes.fetch_add(1, SeqCst);
-                            occ.leave_write();
+                            write_inside(&mut g);
                         }
                         _ => {
                             let mut g = lock.upgradable_read();
                             occ.enter_upgradable();
                             check(&g);
                             occ.leave_upgradable();
-                            g.with_upgraded(|v| {
-                                occ.enter_write();
-                                bump(v);
-                                writes.fetch_add(1, SeqCst);
-                                occ.leave_write();
-                            });
+                            g.with_upgraded(|v| write_inside(v));
                         }
                     }
                 }
