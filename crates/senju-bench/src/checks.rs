@@ -81,25 +81,41 @@ fn twin<'a>(
     })
 }
 
-fn spin_read_only(report: &Report) -> Check {
+/// Compares every throughput row that `ours` selects with the same cell of `peer`: a row fails
+/// when its median is below `factor` times the peer's. Returns (cells compared, failures).
+fn against_peer(
+    report: &Report,
+    ours: impl Fn(&ThroughputRow) -> bool,
+    peer: &str,
+    factor: f64,
+) -> (usize, Vec<String>) {
     let rows = rows(report);
     let (mut compared, mut failures) = (0, Vec::new());
-    for ours in rows.iter().filter(|r| {
-        r.peer == SENJU_SPIN_RWLOCK && r.table == Table::RwLock && r.read_percent == 100
-    }) {
-        let Some(theirs) = twin(rows, ours, PARKING_LOT_RWLOCK) else { continue };
+    for row in rows.iter().filter(|r| ours(r)) {
+        let Some(theirs) = twin(rows, row, peer) else { continue };
         compared += 1;
-        let (a, b) = (ours.summary.ops_per_sec.median, theirs.summary.ops_per_sec.median);
-        if a < b {
+        let (a, b) = (row.summary.ops_per_sec.median, theirs.summary.ops_per_sec.median);
+        if a < factor * b {
+            let times = if factor == 1.0 { String::new() } else { format!("{factor} × ") };
             failures.push(format!(
-                "T={} cs={}ns: {:.3} < {:.3} Mops/s",
-                ours.threads,
-                ours.cs_ns,
+                "T={} cs={}ns: {:.3} < {times}{:.3} Mops/s",
+                row.threads,
+                row.cs_ns,
                 a / 1e6,
                 b / 1e6
             ));
         }
     }
+    (compared, failures)
+}
+
+fn spin_read_only(report: &Report) -> Check {
+    let (compared, failures) = against_peer(
+        report,
+        |r| r.peer == SENJU_SPIN_RWLOCK && r.table == Table::RwLock && r.read_percent == 100,
+        PARKING_LOT_RWLOCK,
+        1.0,
+    );
     finish(
         "SpinRwLock read-only ≥ parking_lot::RwLock at every thread count",
         compared,
@@ -109,22 +125,12 @@ fn spin_read_only(report: &Report) -> Check {
 }
 
 fn mutex_throughput(report: &Report) -> Check {
-    let rows = rows(report);
-    let (mut compared, mut failures) = (0, Vec::new());
-    for ours in rows.iter().filter(|r| r.peer == SENJU_MUTEX && r.table == Table::Exclusive) {
-        let Some(theirs) = twin(rows, ours, PARKING_LOT_MUTEX) else { continue };
-        compared += 1;
-        let (a, b) = (ours.summary.ops_per_sec.median, theirs.summary.ops_per_sec.median);
-        if a < 0.9 * b {
-            failures.push(format!(
-                "T={} cs={}ns: {:.3} < 0.9 × {:.3} Mops/s",
-                ours.threads,
-                ours.cs_ns,
-                a / 1e6,
-                b / 1e6
-            ));
-        }
-    }
+    let (compared, failures) = against_peer(
+        report,
+        |r| r.peer == SENJU_MUTEX && r.table == Table::Exclusive,
+        PARKING_LOT_MUTEX,
+        0.9,
+    );
     finish(
         "Mutex ≥ 0.9 × parking_lot::Mutex at every thread count (exclusive table)",
         compared,
