@@ -17,10 +17,8 @@ bin="${CARGO_TARGET_DIR:-target}/release/senju"
 
 $CARGO build --release -q -p senju-cli --bin senju
 
-# Peak RSS comes from GNU time (Debian package `time`); install it when missing and possible.
-if [ ! -x /usr/bin/time ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends time >/dev/null 2>&1 || true
-fi
+# Peak RSS comes from GNU time (Debian package `time`), which scripts/setup.sh installs;
+# without it that column says n/a.
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/senju-main-job.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
