@@ -27,6 +27,7 @@ use crate::table::TableRef;
 /// | [`max_size`](Builder::max_size) | 256 GiB | no: chosen at each open |
 /// | [`create`](Builder::create) | `true` | no |
 /// | [`truncate`](Builder::truncate) | `false` | no |
+/// | [`read_only`](Builder::read_only) | `false` | no |
 /// | [`capacity_hint`](Builder::capacity_hint) | 0 (none) | no |
 ///
 /// There is no bucket count to guess: each shard's index grows with its data.
@@ -45,6 +46,7 @@ pub struct Builder {
     max_size: u64,
     create: bool,
     truncate: bool,
+    read_only: bool,
     capacity_hint: u64,
 }
 
@@ -55,6 +57,7 @@ impl Default for Builder {
             max_size: 256 << 30,
             create: true,
             truncate: false,
+            read_only: false,
             capacity_hint: 0,
         }
     }
@@ -94,6 +97,21 @@ impl Builder {
         self
     }
 
+    /// Whether to open the file for reading only. A read-only handle takes a *shared*
+    /// advisory lock: any number of read-only handles (in this process or others) may have
+    /// the file open at once, but not while a writer has it, and a writer cannot open it
+    /// while they do (both get [`OpenError::Locked`]). Reads work as usual; every write
+    /// (including `clear` and `rebuild`) fails with
+    /// [`StorageError::ReadOnly`](crate::StorageError::ReadOnly), and `sync` does nothing.
+    ///
+    /// The file must exist and must have been closed cleanly: a file left by a crash needs
+    /// recovery, which writes, so it is refused with [`OpenError::NeedsRecovery`] (open it
+    /// once for writing to recover it). Not compatible with [`truncate`](Builder::truncate).
+    pub fn read_only(mut self, yes: bool) -> Builder {
+        self.read_only = yes;
+        self
+    }
+
     /// Records you expect (optional): each shard's first index table is sized so that this
     /// many records fit without the table growing. Tables grow with the data anyway; the
     /// hint only saves the early doublings. Not saved.
@@ -126,9 +144,13 @@ impl Builder {
 
     /// Opens (or creates) the database file at `path` for reading and writing, taking the
     /// advisory writer lock. Recovers automatically if the file was not closed cleanly.
+    /// With [`read_only`](Builder::read_only), opens an existing file for reading only.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Db, OpenError> {
         let path = path.as_ref().to_path_buf();
         let shard_bits = self.check()?;
+        if self.read_only {
+            return self.open_read_only(path);
+        }
         let io_err = |source| OpenError::Io { path: path.clone(), source };
         let file = match OpenOptions::new().read(true).write(true).create(self.create).open(&path) {
             Ok(f) => f,
@@ -137,20 +159,59 @@ impl Builder {
             }
             Err(e) => return Err(io_err(e)),
         };
-        if !file_lock::try_lock_exclusive(&file).map_err(io_err)? {
-            let mut b = [0u8; HEADER_LEN];
-            let pid = match file.read_at(&mut b, 0) {
-                Ok(HEADER_LEN) if b[..8] == format::MAGIC => {
-                    Some(u32::from_le_bytes(b[20..24].try_into().expect("4 bytes")))
-                }
-                _ => None,
-            };
-            return Err(OpenError::Locked { path, pid });
+        if !file_lock::try_lock(&file, file_lock::Kind::Exclusive).map_err(io_err)? {
+            return Err(locked(&file, path));
         }
         if self.truncate {
             file.set_len(0).map_err(io_err)?;
         }
         open_file(file, Some(path), shard_bits, self.max_size, self.first_table_slots())
+    }
+
+    /// [`open`](Builder::open) for [`read_only`](Builder::read_only): a shared lock, no
+    /// recovery, nothing written.
+    fn open_read_only(self, path: PathBuf) -> Result<Db, OpenError> {
+        if self.truncate {
+            return Err(OpenError::InvalidOption {
+                name: "truncate",
+                reason: "a read-only open cannot truncate the file".into(),
+            });
+        }
+        let io_err = |source| OpenError::Io { path: path.clone(), source };
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(OpenError::NotFound { path });
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        if !file_lock::try_lock(&file, file_lock::Kind::Shared).map_err(io_err)? {
+            return Err(locked(&file, path));
+        }
+        let len = file.metadata().map_err(io_err)?.len();
+        let mut b = [0u8; HEADER_LEN];
+        let n = file.read_at(&mut b, 0).map_err(io_err)?;
+        let header = decode_header(&b[..n], &path)?;
+        let clean = header.flags & FLAG_CLEAN != 0
+            && header.data_end == len
+            && header.data_end >= header.data_start
+            && header.data_end.is_multiple_of(PAGE);
+        if !clean {
+            return Err(OpenError::NeedsRecovery { path });
+        }
+        let region = Region::new(file, self.max_size, len, false).map_err(io_err)?;
+        let ctx = Ctx {
+            region,
+            salt: header.salt,
+            file_end: CacheLine(AtomicU64::new(len)),
+            closed: AtomicBool::new(false),
+            first_table_slots: 0,
+            epochs: Epochs::new(),
+        };
+        let n = 1usize << header.shard_bits;
+        let shards = load_directory(&ctx, &header, n)
+            .ok_or(OpenError::NeedsRecovery { path: path.clone() })?;
+        Ok(Db::from_parts(ctx, shards, header, Some(path), true))
     }
 
     /// Creates an empty database in anonymous memory: the same engine and format, nothing
@@ -193,26 +254,7 @@ fn open_file(
     } else {
         let mut b = [0u8; HEADER_LEN];
         let n = file.read_at(&mut b, 0).map_err(io_err)?;
-        match Header::decode(&b[..n]) {
-            Ok(h) => h,
-            Err(HeaderError::Magic) if n < HEADER_LEN && b[..n] == format::MAGIC[..n.min(8)] => {
-                return Err(OpenError::Corrupted { offset: n as u64, what: "file cut short" });
-            }
-            Err(HeaderError::Magic) => return Err(OpenError::NotADatabase { path: shown }),
-            Err(HeaderError::Version(found)) => {
-                return Err(OpenError::UnsupportedVersion {
-                    path: shown,
-                    found,
-                    supported: VERSION,
-                });
-            }
-            Err(HeaderError::Checksum) => {
-                return Err(OpenError::Corrupted { offset: 0, what: "file header checksum" });
-            }
-            Err(HeaderError::Fields) => {
-                return Err(OpenError::Corrupted { offset: 16, what: "file header fields" });
-            }
-        }
+        decode_header(&b[..n], &shown)?
     };
     // Keep the file a whole number of pages and at least as long as its directory, so the
     // map can grow in place page by page.
@@ -220,7 +262,7 @@ fn open_file(
     if fixed_len != len {
         file.set_len(fixed_len).map_err(io_err)?;
     }
-    let region = Region::new(file, max_size, fixed_len).map_err(io_err)?;
+    let region = Region::new(file, max_size, fixed_len, true).map_err(io_err)?;
     let ctx = Ctx {
         region,
         salt: header.salt,
@@ -257,10 +299,52 @@ fn open_file(
     hand_out_space(&ctx, &shards, &walk, recovered).map_err(io_err)?;
     let header =
         Header { flags: 0, pid: std::process::id(), generation: header.generation + 1, ..header };
-    let db = Db::from_parts(ctx, shards, header, path);
+    let db = Db::from_parts(ctx, shards, header, path, false);
     db.write_header(&header)?;
     db.sync_hard_if_file()?;
     Ok(db)
+}
+
+/// The header in the first bytes of a file (`b` is shorter if the file is), or why not.
+fn decode_header(b: &[u8], path: &Path) -> Result<Header, OpenError> {
+    let path = path.to_path_buf();
+    match Header::decode(b) {
+        Ok(h) => Ok(h),
+        Err(HeaderError::Magic)
+            if b.len() < HEADER_LEN && b == &format::MAGIC[..b.len().min(8)] =>
+        {
+            Err(OpenError::Corrupted { offset: b.len() as u64, what: "file cut short" })
+        }
+        Err(HeaderError::Magic) => Err(OpenError::NotADatabase { path }),
+        Err(HeaderError::Version(found)) => {
+            Err(OpenError::UnsupportedVersion { path, found, supported: VERSION })
+        }
+        Err(HeaderError::Checksum) => {
+            Err(OpenError::Corrupted { offset: 0, what: "file header checksum" })
+        }
+        Err(HeaderError::Fields) => {
+            Err(OpenError::Corrupted { offset: 16, what: "file header fields" })
+        }
+    }
+}
+
+/// The error for a file whose advisory lock another handle holds: names the last writer's
+/// pid from the header when a writer holds it (readers leave no pid).
+fn locked(file: &File, path: PathBuf) -> OpenError {
+    let writer = !file_lock::try_lock(file, file_lock::Kind::Shared).unwrap_or(false);
+    if !writer {
+        // Only readers hold it; give back the shared lock taken just now.
+        let _ = file_lock::unlock(file);
+        return OpenError::Locked { path, pid: None };
+    }
+    let mut b = [0u8; HEADER_LEN];
+    let pid = match file.read_at(&mut b, 0) {
+        Ok(HEADER_LEN) if b[..8] == format::MAGIC => {
+            Some(u32::from_le_bytes(b[20..24].try_into().expect("4 bytes")))
+        }
+        _ => None,
+    };
+    OpenError::Locked { path, pid }
 }
 
 /// Gives each shard its live record chunks and the free space the walk found. Voided record

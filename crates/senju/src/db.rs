@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::builder::Builder;
 use crate::error::{OpenError, Result, StorageError};
 use crate::format::{self, DIR_ENTRY_LEN, FLAG_CLEAN, Header, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE};
-use crate::iter::Iter;
+use crate::iter::{Cursor, Iter};
 use crate::shard::{Ctx, Shard};
 use crate::table::{self, Probe};
 
@@ -53,6 +53,8 @@ pub struct Db {
     close_done: Mutex<bool>,
     /// Held by `rebuild`: one at a time.
     rebuilding: Mutex<()>,
+    /// Opened with `Builder::read_only`: every write fails, nothing is written to the file.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Db {
@@ -100,6 +102,7 @@ impl Db {
         shards: Box<[Shard]>,
         header: Header,
         path: Option<PathBuf>,
+        read_only: bool,
     ) -> Db {
         let shard_bits = header.shard_bits;
         Db {
@@ -110,12 +113,37 @@ impl Db {
             path,
             close_done: Mutex::new(false),
             rebuilding: Mutex::new(()),
+            read_only,
         }
     }
 
     /// The file's path (`None` for an in-memory database).
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// Whether this handle was opened with [`Builder::read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether [`close`](Db::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.ctx.closed.load(Ordering::Relaxed)
+    }
+
+    /// Fails with `ReadOnly` on a read-only handle (checked before any write).
+    #[inline]
+    fn writable(&self) -> Result<()> {
+        if self.read_only { Err(StorageError::ReadOnly) } else { Ok(()) }
+    }
+
+    /// [`route`](Db::route) for a write.
+    #[inline]
+    fn route_write(&self, key: &[u8]) -> Result<(u64, &Shard)> {
+        let routed = self.route(key)?;
+        self.writable()?;
+        Ok(routed)
     }
 
     #[inline]
@@ -151,14 +179,14 @@ impl Db {
 
     /// Sets `key` to `value`, replacing any previous value.
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let (hash, shard) = self.route(key)?;
+        let (hash, shard) = self.route_write(key)?;
         check_value(value.len())?;
         shard.writer(&self.ctx)?.set(hash, key, value)
     }
 
     /// Sets `key` to `value` only if `key` is absent; returns whether it was set.
     pub fn add(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        let (hash, shard) = self.route(key)?;
+        let (hash, shard) = self.route_write(key)?;
         check_value(value.len())?;
         let mut w = shard.writer(&self.ctx)?;
         match w.probe(hash, key)? {
@@ -169,7 +197,7 @@ impl Db {
 
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
-        let (hash, shard) = self.route(key)?;
+        let (hash, shard) = self.route_write(key)?;
         let mut w = shard.writer(&self.ctx)?;
         let p = w.probe(hash, key)?;
         w.delete(p, key)
@@ -183,7 +211,7 @@ impl Db {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        let (hash, shard) = self.route(key)?;
+        let (hash, shard) = self.route_write(key)?;
         if let Some(v) = new {
             check_value(v.len())?;
         }
@@ -204,7 +232,7 @@ impl Db {
 
     /// Appends `suffix` to the value of `key` (an absent key counts as empty).
     pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<()> {
-        let (hash, shard) = self.route(key)?;
+        let (hash, shard) = self.route_write(key)?;
         let mut w = shard.writer(&self.ctx)?;
         let p = w.probe(hash, key)?;
         let old = w.record(p)?.map_or(&[][..], |r| r.value);
@@ -221,7 +249,7 @@ impl Db {
     where
         F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
     {
-        let (hash, shard) = self.route(key)?;
+        let (hash, shard) = self.route_write(key)?;
         let mut w = shard.writer(&self.ctx)?;
         let p = w.probe(hash, key)?;
         let new = f(w.record(p)?.map(|r| r.value));
@@ -276,8 +304,15 @@ impl Db {
         Iter::new(self)
     }
 
+    /// An owned, resumable cursor over all keys (see [`Cursor`]): for scans that cannot keep
+    /// a borrow of the database between steps.
+    pub fn cursor(&self) -> Cursor {
+        Cursor::new(self)
+    }
+
     /// Removes every record (shard by shard; a concurrent set may survive).
     pub fn clear(&self) -> Result<()> {
+        self.writable()?;
         for shard in self.shards.iter() {
             shard.writer(&self.ctx)?.clear()?;
         }
@@ -290,7 +325,7 @@ impl Db {
         if self.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
-        if self.path.is_none() {
+        if self.path.is_none() || self.read_only {
             return Ok(());
         }
         Ok(self.ctx.region.sync(durability == Durability::Hard)?)
@@ -306,6 +341,7 @@ impl Db {
     /// void, and that mark is synced before their space is reused, so a crash leaves either
     /// the old records or the copies (for a file database this costs two hard syncs).
     pub fn rebuild(&self) -> Result<()> {
+        self.writable()?;
         let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
         let mut work = Vec::new();
         for (id, shard) in self.shards.iter().enumerate() {
@@ -372,6 +408,10 @@ impl Db {
         if self.path.is_none() {
             return Ok(());
         }
+        if self.read_only {
+            crate::file_lock::unlock(self.ctx.region.file())?;
+            return Ok(());
+        }
         for (id, shard) in self.shards.iter().enumerate() {
             // Taking each lock once after `closed` is set waits out the writer in flight;
             // later writers see `closed` under the lock.
@@ -420,6 +460,15 @@ impl Db {
     /// Pins the calling thread (see `epoch.rs`), for the iterator.
     pub(crate) fn pin(&self) -> crate::epoch::Guard<'_> {
         self.ctx.epochs.pin()
+    }
+
+    /// Reads the key of the live record at `off` (for the cursor; the caller is pinned).
+    pub(crate) fn key_at(&self, off: u64) -> Result<Vec<u8>> {
+        let r = table::record_at(&self.ctx.region, off)?;
+        if !r.verify(self.ctx.salt) {
+            return Err(StorageError::Corrupted { offset: off, what: "record checksum mismatch" });
+        }
+        Ok(r.key.to_vec())
     }
 
     /// Reads the live record at `off` as an owned pair (for the iterator).

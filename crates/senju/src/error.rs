@@ -51,6 +51,12 @@ pub enum OpenError {
         /// The file.
         path: PathBuf,
     },
+    /// A read-only open found a file that was not closed cleanly: recovering it needs a
+    /// write. Opening it once for writing recovers it.
+    NeedsRecovery {
+        /// The file.
+        path: PathBuf,
+    },
     /// The operating system refused something (open, map, lock, sync).
     Io {
         /// The file (empty for an in-memory database).
@@ -73,7 +79,14 @@ impl fmt::Display for OpenError {
             ),
             OpenError::Locked { path, pid: None } => write!(
                 f,
-                "database {} is locked by another process; close it there first",
+                "database {} is in use by another handle (a writer, or read-only handles when \
+                 you want to write); close it there first",
+                path.display()
+            ),
+            OpenError::NeedsRecovery { path } => write!(
+                f,
+                "database {} was not closed cleanly and needs recovery, which a read-only open \
+                 cannot do; open it once for writing (that recovers it), then read-only",
                 path.display()
             ),
             OpenError::NotADatabase { path } => {
@@ -158,6 +171,8 @@ pub enum StorageError {
     },
     /// The operating system refused a write, a growth or a sync.
     Io(io::Error),
+    /// A write on a handle opened with [`Builder::read_only`](crate::Builder::read_only).
+    ReadOnly,
 }
 
 impl fmt::Display for StorageError {
@@ -183,6 +198,9 @@ impl fmt::Display for StorageError {
             ),
             StorageError::Io(e) => {
                 write!(f, "I/O error: {e}; check free disk space and permissions")
+            }
+            StorageError::ReadOnly => {
+                write!(f, "the database was opened read-only; open it without `read_only` to write")
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Operating-system helpers around the database file: the advisory writer lock (`flock`),
 //! anonymous memory files for [`Db::memory`](crate::Db::memory), and random salts.
 //!
-//! The lock is `flock(LOCK_EX | LOCK_NB)` on the open file description, so it is held until
+//! A writer takes `flock(LOCK_EX | LOCK_NB)`, a read-only handle `flock(LOCK_SH | LOCK_NB)`,
+//! on the open file description, so it is held until
 //! the descriptor is closed (or [`unlock`] is called) and it also excludes a second `open` of
 //! the same file inside one process. `flock` does not report the holder, so each writer
 //! records its pid in the file header right after taking the lock; a refused opener reads it.
@@ -10,11 +11,24 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 
-/// Takes the exclusive advisory lock without waiting. `Ok(false)` when another open file
-/// description holds it.
-pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+/// Which advisory lock to take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A writer: excludes every other handle.
+    Exclusive,
+    /// A read-only handle: shares with other read-only handles, excludes writers.
+    Shared,
+}
+
+/// Takes the advisory lock without waiting. `Ok(false)` when another open file description
+/// holds a lock that conflicts.
+pub(crate) fn try_lock(file: &File, kind: Kind) -> io::Result<bool> {
+    let op = match kind {
+        Kind::Exclusive => libc::LOCK_EX,
+        Kind::Shared => libc::LOCK_SH,
+    };
     // SAFETY: a plain syscall on a descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
     if rc == 0 {
         return Ok(true);
     }
@@ -66,10 +80,13 @@ mod tests {
         let path = dir.join("f");
         let a = File::create(&path).unwrap();
         let b = File::open(&path).unwrap();
-        assert!(try_lock_exclusive(&a).unwrap());
-        assert!(!try_lock_exclusive(&b).unwrap());
+        assert!(try_lock(&a, Kind::Exclusive).unwrap());
+        assert!(!try_lock(&b, Kind::Exclusive).unwrap());
+        assert!(!try_lock(&b, Kind::Shared).unwrap());
         unlock(&a).unwrap();
-        assert!(try_lock_exclusive(&b).unwrap());
+        assert!(try_lock(&b, Kind::Shared).unwrap());
+        assert!(try_lock(&a, Kind::Shared).unwrap(), "shared locks coexist");
+        assert!(!try_lock(&File::open(&path).unwrap(), Kind::Exclusive).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -102,6 +102,19 @@ impl Header {
 
     /// Decodes and checks a header; `b` must hold at least [`HEADER_LEN`] bytes.
     pub(crate) fn decode(b: &[u8]) -> Result<Header, HeaderError> {
+        let h = Self::decode_unchecked(b)?;
+        if checksum(&b[..60], 0) != u32_at(b, 60) {
+            return Err(HeaderError::Checksum);
+        }
+        if h.shard_bits > Self::MAX_SHARD_BITS || h.data_start != data_start(h.shard_bits) {
+            return Err(HeaderError::Fields);
+        }
+        Ok(h)
+    }
+
+    /// Decodes a header checking only the magic and the version, not the checksum or the
+    /// fields: salvaging a file whose header is damaged still needs its salt.
+    pub(crate) fn decode_unchecked(b: &[u8]) -> Result<Header, HeaderError> {
         if b.len() < HEADER_LEN || b[0..8] != MAGIC {
             return Err(HeaderError::Magic);
         }
@@ -109,10 +122,7 @@ impl Header {
         if version != VERSION {
             return Err(HeaderError::Version(version));
         }
-        if checksum(&b[..60], 0) != u32_at(b, 60) {
-            return Err(HeaderError::Checksum);
-        }
-        let h = Header {
+        Ok(Header {
             version,
             flags: u32_at(b, 12),
             shard_bits: u32_at(b, 16),
@@ -121,11 +131,7 @@ impl Header {
             data_end: u64_at(b, 32),
             salt: u64_at(b, 40),
             generation: u64_at(b, 48),
-        };
-        if h.shard_bits > Self::MAX_SHARD_BITS || h.data_start != data_start(h.shard_bits) {
-            return Err(HeaderError::Fields);
-        }
-        Ok(h)
+        })
     }
 }
 

@@ -60,3 +60,103 @@ impl Iterator for Iter<'_> {
         Some(item)
     }
 }
+
+/// An owned, resumable scan over all keys, for callers that cannot keep a borrow of the
+/// [`Db`] between steps (language bindings that release their interpreter lock per chunk,
+/// command-line tools printing page by page). Get one from [`Db::cursor`].
+///
+/// It borrows nothing, holds no lock and no epoch pin between calls, and is not tied to a
+/// thread: it may be moved to another thread between calls. Each shard's keys are copied
+/// under that shard's lock when the scan reaches it (memory for one shard's keys at a time);
+/// values are read when they are handed out, so they are current at that moment.
+///
+/// Weakly consistent: a key present for the whole scan is yielded exactly once; a key set or
+/// removed during the scan may or may not be. [`next_pairs`](Cursor::next_pairs) skips keys
+/// removed since their shard was copied; [`next_keys`](Cursor::next_keys) does not look.
+///
+/// ```
+/// let db = senju::Db::memory()?;
+/// for i in 0..1000u32 {
+///     db.set(&i.to_be_bytes(), b"v")?;
+/// }
+/// let mut cursor = db.cursor();
+/// let mut seen = 0;
+/// loop {
+///     let chunk = cursor.next_pairs(&db, 100)?;
+///     if chunk.is_empty() {
+///         break;
+///     }
+///     seen += chunk.len();
+/// }
+/// assert_eq!(seen, 1000);
+/// # Ok::<(), senju::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Cursor {
+    /// The salt of the database it scans (a cursor must be used with the `Db` it came from).
+    salt: u64,
+    next_shard: usize,
+    keys: std::collections::VecDeque<Vec<u8>>,
+}
+
+impl Cursor {
+    pub(crate) fn new(db: &Db) -> Cursor {
+        Cursor { salt: db.ctx().salt, next_shard: 0, keys: Default::default() }
+    }
+
+    /// Whether the scan has handed out every key.
+    pub fn is_done(&self) -> bool {
+        self.keys.is_empty() && self.next_shard == usize::MAX
+    }
+
+    /// Up to `max` more keys (at least one unless the scan is over: an empty `Vec` means the
+    /// end). `db` must be the database the cursor came from.
+    ///
+    /// # Panics
+    ///
+    /// If `db` is not the database that made this cursor.
+    pub fn next_keys(&mut self, db: &Db, max: usize) -> Result<Vec<Vec<u8>>> {
+        self.fill(db)?;
+        let n = max.max(1).min(self.keys.len());
+        Ok(self.keys.drain(..n).collect())
+    }
+
+    /// Up to `max` more `(key, value)` pairs (an empty `Vec` means the end). Keys removed
+    /// since their shard was copied are skipped.
+    ///
+    /// # Panics
+    ///
+    /// If `db` is not the database that made this cursor.
+    pub fn next_pairs(&mut self, db: &Db, max: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let max = max.max(1);
+        let mut out = Vec::with_capacity(max.min(1024));
+        while out.len() < max {
+            self.fill(db)?;
+            let Some(key) = self.keys.pop_front() else { break };
+            if let Some(value) = db.get(&key)? {
+                out.push((key, value));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Copies the keys of the next non-empty shard when none are left.
+    fn fill(&mut self, db: &Db) -> Result<()> {
+        assert_eq!(self.salt, db.ctx().salt, "senju::Cursor used with a different database");
+        while self.keys.is_empty() && self.next_shard != usize::MAX {
+            let Some(shard) = db.shards().get(self.next_shard) else {
+                self.next_shard = usize::MAX;
+                break;
+            };
+            // The pin keeps the records at the copied offsets in place while their keys are
+            // read, after the shard lock is released.
+            let _pin = db.pin();
+            let offsets = shard.writer(db.ctx())?.live_offsets()?;
+            for off in offsets {
+                self.keys.push_back(db.key_at(off)?);
+            }
+            self.next_shard += 1;
+        }
+        Ok(())
+    }
+}

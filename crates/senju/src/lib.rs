@@ -61,7 +61,7 @@ pub use builder::Builder;
 pub use db::{Db, Durability, Stats};
 pub use error::{Error, OpenError, Result, StorageError};
 pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
-pub use iter::Iter;
+pub use iter::{Cursor, Iter};
 
 #[cfg(test)]
 mod tests {

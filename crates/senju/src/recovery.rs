@@ -61,6 +61,17 @@ impl Walk {
 /// header; the caller cuts it off before writing, so stale bytes there can never be read as
 /// records.
 pub(crate) fn walk(ctx: &Ctx, shards: usize, data_start: u64, file_len: u64) -> Walk {
+    walk_file(ctx.region.file(), ctx.salt, shards, data_start, file_len)
+}
+
+/// [`walk`] over a file that is not mapped (`check.rs` reads files this way too).
+pub(crate) fn walk_file(
+    file: &std::fs::File,
+    salt: u64,
+    shards: usize,
+    data_start: u64,
+    file_len: u64,
+) -> Walk {
     let mut w = Walk {
         chunks: Vec::new(),
         gaps: Vec::new(),
@@ -71,8 +82,8 @@ pub(crate) fn walk(ctx: &Ctx, shards: usize, data_start: u64, file_len: u64) -> 
     let mut gap_start = None;
     let mut buf = [0u8; CHUNK_HEADER_LEN as usize];
     while pos + CHUNK_HEADER_LEN <= file_len {
-        let read = ctx.region.file().read_at(&mut buf, pos).ok();
-        match read.filter(|&n| n == buf.len()).and_then(|_| ChunkHeader::decode(&buf, ctx.salt)) {
+        let read = file.read_at(&mut buf, pos).ok();
+        match read.filter(|&n| n == buf.len()).and_then(|_| ChunkHeader::decode(&buf, salt)) {
             Some(h) if (h.shard as usize) < shards => {
                 if let Some(g) = gap_start.take() {
                     w.gaps.push((g, pos - g));

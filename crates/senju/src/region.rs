@@ -1,7 +1,8 @@
 //! The one module that holds the memory map and raw pointers into it.
 //!
 //! A [`Region`] reserves a large range of virtual addresses once (`PROT_NONE`, no memory
-//! committed) and maps the file over the start of it with `MAP_SHARED | MAP_FIXED`. When the
+//! committed) and maps the file over the start of it with `MAP_SHARED | MAP_FIXED`
+//! (`MAP_PRIVATE` for a read-only open). When the
 //! file grows, the new part is mapped right after the old one, in place: the base address
 //! never moves, so offsets and references into the map stay valid and readers take no lock.
 //! Growth is serialized by a mutex that only growing threads take.
@@ -45,6 +46,9 @@ pub(crate) struct Region {
     mapped: AtomicU64,
     file: File,
     grow: Mutex<()>,
+    /// `MAP_SHARED` (writes reach the file) or `MAP_PRIVATE` (a read-only open: the file
+    /// descriptor is read-only and nothing written to the map ever reaches the file).
+    share: libc::c_int,
 }
 
 // SAFETY: `base` points at a mapping that lives as long as the Region and is only accessed
@@ -67,7 +71,10 @@ pub(crate) enum GrowError {
 
 impl Region {
     /// Reserves `reserve` bytes of address space and maps the first `len` bytes of `file`.
-    pub(crate) fn new(file: File, reserve: u64, len: u64) -> io::Result<Region> {
+    /// With `writable == false` (a file opened read-only) the map is private: the engine
+    /// never writes through a read-only handle, and if a bug ever did, the write would stay
+    /// in this process's memory instead of faulting or reaching the file.
+    pub(crate) fn new(file: File, reserve: u64, len: u64, writable: bool) -> io::Result<Region> {
         let reserve = crate::format::align_up(reserve.max(len).max(GROW_STEP), GROW_STEP);
         // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
         // it overlaps nothing of ours.
@@ -90,6 +97,7 @@ impl Region {
             mapped: AtomicU64::new(0),
             file,
             grow: Mutex::new(()),
+            share: if writable { libc::MAP_SHARED } else { libc::MAP_PRIVATE },
         };
         if len > 0 {
             region.map_range(0, len)?;
@@ -108,7 +116,7 @@ impl Region {
                 self.at(from).cast(),
                 (to - from) as usize,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
+                self.share | libc::MAP_FIXED,
                 self.file.as_raw_fd(),
                 from as libc::off_t,
             )
@@ -356,7 +364,7 @@ mod tests {
 
     #[test]
     fn grows_in_place_and_checks_bounds() {
-        let r = Region::new(memfd(), 64 << 20, 0).unwrap();
+        let r = Region::new(memfd(), 64 << 20, 0, true).unwrap();
         assert_eq!(r.len(), 0);
         assert!(r.atomic_u64s(0, 1).is_none());
         r.ensure(100).unwrap();
