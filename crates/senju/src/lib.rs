@@ -46,6 +46,7 @@
 //! The file format and the protocols are drawn in `docs/design.md`, section 3.
 
 mod builder;
+mod check;
 mod db;
 mod epoch;
 mod error;
@@ -54,14 +55,17 @@ mod format;
 mod iter;
 mod recovery;
 mod region;
+mod salvage;
 mod shard;
 mod table;
 
 pub use builder::Builder;
+pub use check::{CheckReport, Damage, check, check_with_progress};
 pub use db::{Db, Durability, Stats};
 pub use error::{Error, OpenError, Result, StorageError};
 pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use iter::{Cursor, Iter};
+pub use salvage::{SalvageReport, salvage, salvage_with_progress};
 
 #[cfg(test)]
 mod tests {
