@@ -3,8 +3,8 @@
 //! jemalloc, when each thread frees its own blocks and when another thread frees them?
 //!
 //! - [`Dispatch`] is a [`GlobalAlloc`] that forwards every call to the allocator named by
-//!   the environment variable [`ENV`] (`system`, `mimalloc` or `jemalloc`; default
-//!   `system`). It reads the variable once, at the process's first allocation, and never
+//!   the environment variable [`ENV`] (`system`, `mimalloc` or `jemalloc`; when it is unset,
+//!   the default the binary chose with [`Dispatch::with_default`]). It reads the variable once, at the process's first allocation, and never
 //!   changes its choice, so every block is freed by the allocator that made it. That is what
 //!   makes one dispatching binary sound: the choice is made before the first block exists.
 //!   A binary installs it with `#[global_allocator]` and runs each measurement in a child
@@ -78,16 +78,17 @@ impl Allocator {
 /// 0 until the first allocation, then [`Allocator::code`] of the choice, never changed again.
 static CHOICE: AtomicU8 = AtomicU8::new(0);
 
-/// Reads [`ENV`] without allocating (this runs inside the allocator) and fixes the choice.
+/// Reads [`ENV`] without allocating (this runs inside the allocator) and fixes the choice;
+/// `default` when the variable is unset.
 #[cold]
-fn choose() -> u8 {
+fn choose(default: Allocator) -> u8 {
     const NAME: &CStr = c"SENJU_ALLOC";
     // SAFETY: `NAME` is NUL-terminated. `getenv` returns null or a pointer into the
     // environment block. The first allocation happens while the Rust runtime starts, before
     // `main` and before any other thread exists, so nothing can call `setenv` meanwhile.
     let value = unsafe { libc::getenv(NAME.as_ptr()) };
     let wanted = if value.is_null() {
-        Allocator::System
+        default
     } else {
         // SAFETY: a non-null `getenv` result points to a NUL-terminated string that stays
         // valid while the environment is not modified (see above).
@@ -105,9 +106,9 @@ fn choose() -> u8 {
 }
 
 #[inline]
-fn chosen() -> u8 {
+fn chosen(default: Allocator) -> u8 {
     match CHOICE.load(Ordering::Relaxed) {
-        0 => choose(),
+        0 => choose(default),
         c => c,
     }
 }
@@ -117,7 +118,30 @@ const MIMALLOC: u8 = 2;
 
 /// A global allocator that forwards to the allocator named by [`ENV`], fixed at the first
 /// allocation (see the module documentation).
-pub struct Dispatch;
+///
+/// ```ignore
+/// // In a binary: the system allocator unless SENJU_ALLOC names another one.
+/// #[global_allocator]
+/// static GLOBAL: Dispatch = Dispatch::with_default(Allocator::System);
+/// ```
+#[derive(Debug)]
+pub struct Dispatch {
+    /// The allocator used when [`ENV`] is unset.
+    default: Allocator,
+}
+
+impl Dispatch {
+    /// A dispatcher that uses `default` when [`ENV`] is unset. The default is read only on
+    /// the process's first allocation, so it costs nothing on the allocation path.
+    pub const fn with_default(default: Allocator) -> Self {
+        Self { default }
+    }
+
+    /// The allocator used when [`ENV`] is unset.
+    pub const fn default_allocator(&self) -> Allocator {
+        self.default
+    }
+}
 
 // SAFETY: every method forwards to one of three sound allocators. The choice is fixed
 // before the first block is handed out and never changes, so a block is always resized and
@@ -125,7 +149,7 @@ pub struct Dispatch;
 unsafe impl GlobalAlloc for Dispatch {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match chosen() {
+        match chosen(self.default) {
             // SAFETY: the caller's contract for `alloc` (non-zero size) is passed on unchanged.
             SYSTEM => unsafe { System.alloc(layout) },
             // SAFETY: as above.
@@ -137,7 +161,7 @@ unsafe impl GlobalAlloc for Dispatch {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        match chosen() {
+        match chosen(self.default) {
             // SAFETY: the caller's contract is passed on unchanged.
             SYSTEM => unsafe { System.alloc_zeroed(layout) },
             // SAFETY: as above.
@@ -149,7 +173,7 @@ unsafe impl GlobalAlloc for Dispatch {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        match chosen() {
+        match chosen(self.default) {
             // SAFETY: `ptr` came from this allocator with `layout` (the caller's contract),
             // and the choice has not changed since, so it came from `System`.
             SYSTEM => unsafe { System.dealloc(ptr, layout) },
@@ -162,7 +186,7 @@ unsafe impl GlobalAlloc for Dispatch {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        match chosen() {
+        match chosen(self.default) {
             // SAFETY: as in `dealloc`; `new_size` meets the caller's contract.
             SYSTEM => unsafe { System.realloc(ptr, layout, new_size) },
             // SAFETY: as above.
@@ -170,6 +194,83 @@ unsafe impl GlobalAlloc for Dispatch {
             // SAFETY: as above.
             _ => unsafe { tikv_jemallocator::Jemalloc.realloc(ptr, layout, new_size) },
         }
+    }
+}
+
+/// What one child process measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChildResult {
+    /// Wall seconds of the workload.
+    pub seconds: f64,
+    /// Peak resident set of the child, in KiB (0 where `/proc` is missing).
+    pub peak_rss_kib: f64,
+}
+
+/// The peak resident set of this process in KiB (0 where /proc is missing).
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// The child's side: checks that the process runs the allocator [`ENV`] names (or
+/// `default` when it is unset), runs the workload and returns the line to print on stdout,
+/// which [`measure_in_child`] parses.
+pub fn child_report(
+    default: Allocator,
+    frees: Frees,
+    threads: usize,
+    pairs: u64,
+    size: usize,
+) -> Result<String, String> {
+    let wanted = std::env::var(ENV).unwrap_or_else(|_| default.name().to_string());
+    let active = Allocator::active().ok_or("the dispatching allocator has not run")?;
+    if active.name() != wanted {
+        return Err(format!("{ENV} asks for {wanted:?}, but the process runs {}", active.name()));
+    }
+    let elapsed = run(frees, threads, pairs, size)
+        .ok_or_else(|| format!("{} frees need at least 2 threads", frees.name()))?;
+    Ok(format!("elapsed_s={:.6} peak_rss_kib={}", elapsed.as_secs_f64(), peak_rss_kib()))
+}
+
+/// The parent's side: runs `child` (a command that ends in the child mode of a binary whose
+/// global allocator is [`Dispatch`]) with [`ENV`] set to `allocator` and the workload's
+/// flags appended (`--frees`, `--threads`, `--pairs`, `--size`), and parses its result.
+pub fn measure_in_child(
+    mut child: std::process::Command,
+    allocator: Allocator,
+    frees: Frees,
+    threads: usize,
+    pairs: u64,
+    size: usize,
+) -> Result<ChildResult, String> {
+    let out = child
+        .env(ENV, allocator.name())
+        .args(["--frees", frees.name()])
+        .args(["--threads", &threads.to_string(), "--pairs", &pairs.to_string()])
+        .args(["--size", &size.to_string()])
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", child.get_program()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "child {} {} T={threads} failed: {stdout}{}",
+            allocator.name(),
+            frees.name(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let field = |name: &str| -> Option<f64> {
+        stdout.split_whitespace().find_map(|w| w.strip_prefix(name)?.parse().ok())
+    };
+    match (field("elapsed_s="), field("peak_rss_kib=")) {
+        (Some(seconds), Some(peak_rss_kib)) => Ok(ChildResult { seconds, peak_rss_kib }),
+        _ => Err(format!("child printed no result: {stdout}")),
     }
 }
 
@@ -184,6 +285,15 @@ pub enum Frees {
 }
 
 impl Frees {
+    /// The kind called `name` (`local` or `cross`).
+    pub fn parse(name: &str) -> Result<Frees, String> {
+        match name {
+            "local" => Ok(Frees::Local),
+            "cross" => Ok(Frees::Cross),
+            _ => Err(format!("expected local or cross, got {name}")),
+        }
+    }
+
     /// `local` or `cross`.
     pub fn name(self) -> &'static str {
         match self {

@@ -3,7 +3,10 @@
 //!
 //! This is founding document `003`'s GVL case: a barging lock lets the thread that just
 //! released it win again before a woken waiter runs, so one thread can keep the lock for long
-//! stretches. The result is each thread's share of the operations and min/max fairness.
+//! stretches. The result is each thread's share of the operations, min/max fairness, and the
+//! largest bypass count: how many holds by other threads happened while one thread waited
+//! between two of its own holds (read off the protected write counter, so it is a count,
+//! not a time).
 
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,6 +59,10 @@ pub struct HandoffRun {
     pub per_thread_ops: Vec<u64>,
     /// Lost writes at the end: 0 for a correct lock.
     pub violations: u64,
+    /// The largest number of holds by other threads between two consecutive holds of one
+    /// thread, over all threads (0 in results written before it was measured).
+    #[serde(default)]
+    pub max_bypass: u64,
 }
 
 impl HandoffRun {
@@ -90,6 +97,9 @@ pub struct HandoffRow {
     pub median_round_shares: Vec<f64>,
     /// Lost writes over all rounds (must be 0).
     pub violations: u64,
+    /// The largest bypass count of any round (see [`HandoffRun::max_bypass`]).
+    #[serde(default)]
+    pub max_bypass: u64,
 }
 
 /// The whole scenario.
@@ -148,6 +158,7 @@ pub fn release_and_reacquire(
                 fairness: Spread::of(runs.iter().map(|r| fairness(&r.per_thread_ops))),
                 median_round_shares,
                 violations: runs.iter().map(|r| r.violations).sum(),
+                max_bypass: runs.iter().map(|r| r.max_bypass).max().unwrap_or(0),
                 runs,
             });
         }
@@ -165,13 +176,22 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
             .map(|_| {
                 let (lock, stop, start) = (&lock.0, &stop.0, &start);
                 s.spawn(move || {
-                    let mut ops = 0u64;
+                    let (mut ops, mut max_bypass) = (0u64, 0u64);
+                    // The write counter right after this thread's previous hold.
+                    let mut last: Option<u64> = None;
                     start.wait();
                     while !stop.load(Ordering::Relaxed) {
-                        lock.lock(|d| d.write(spec.cs_turns));
+                        let now = lock.lock(|d| {
+                            d.write(spec.cs_turns);
+                            d.version()
+                        });
+                        if let Some(last) = last {
+                            max_bypass = max_bypass.max(now.saturating_sub(last + 1));
+                        }
+                        last = Some(now);
                         ops += 1;
                     }
-                    ops
+                    (ops, max_bypass)
                 })
             })
             .collect();
@@ -180,10 +200,12 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
         std::thread::sleep(spec.duration);
         stop.0.store(true, Ordering::Relaxed);
         let elapsed_ns = t0.elapsed().as_nanos() as u64;
-        let per_thread_ops: Vec<u64> =
+        let results: Vec<(u64, u64)> =
             workers.into_iter().map(|w| w.join().expect("handoff worker panicked")).collect();
+        let per_thread_ops: Vec<u64> = results.iter().map(|r| r.0).collect();
+        let max_bypass = results.iter().map(|r| r.1).max().unwrap_or(0);
         let version = lock.0.lock(|d| d.version());
         let violations = per_thread_ops.iter().sum::<u64>().abs_diff(version);
-        HandoffRun { elapsed_ns, per_thread_ops, violations }
+        HandoffRun { elapsed_ns, per_thread_ops, violations, max_bypass }
     })
 }

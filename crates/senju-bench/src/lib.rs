@@ -10,6 +10,12 @@
 //! 3. [`handoff`]: release and reacquire at once; does every thread get its share
 //!    (founding document `003`).
 //!
+//! The reader flood comes with [`relay`], the reader relay (who lets a waiting writer in when
+//! readers pass the lock hand to hand). Beside the lock scenarios: [`shared`] (a hash table
+//! with bucket locks, generic over a lock family: spin versus blocking shared locks, founding
+//! document `001`), [`cores`] (threads of multiplications in each installed language) and
+//! [`chart`] (SVG line charts); `senju lab` in `senju-cli` runs them all.
+//!
 //! Each scenario is a function that takes its parameters and the peers and returns a
 //! serializable result; [`report::run`] runs a [`Plan`] of them, [`markdown::render`] prints
 //! the tables and [`checks::check_targets`] judges the lab's targets. The `senju-lockbench`
@@ -42,14 +48,18 @@
 //! ```
 
 pub mod alloc;
+pub mod chart;
 pub mod checks;
+pub mod cores;
 pub mod flood;
 pub mod handoff;
 pub mod markdown;
 pub mod peers;
 pub mod pthread;
+pub mod relay;
 pub mod report;
 mod rounds;
+pub mod shared;
 pub mod stats;
 pub mod throughput;
 pub mod tkrzw_spin;

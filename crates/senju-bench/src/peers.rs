@@ -4,10 +4,12 @@
 //! dispatch sits on the measured path. A lock built on `lock_api` plugs in through the
 //! blanket impls below; senju's locks, parking_lot's and the Tkrzw-style lock all do.
 
-use crate::pthread::{DefaultKind, PthreadMutex, PthreadRwLock, WriterNonrecursiveKind};
+use crate::pthread::{
+    DefaultKind, PthreadMutex, PthreadRwLock, ReaderKind, WriterKind, WriterNonrecursiveKind,
+};
 use crate::tkrzw_spin::TkrzwSpinRwLock;
 use crate::work::Shared;
-use crate::{flood, handoff, throughput};
+use crate::{flood, handoff, relay, throughput};
 
 /// A reader-writer lock as the benchmark uses it: run a closure under a read or a write lock.
 pub trait BenchRwLock<T>: Send + Sync {
@@ -130,12 +132,19 @@ pub struct RwPeer {
     pub senju: bool,
     pub(crate) throughput: fn(&throughput::CellSpec) -> throughput::CellRun,
     pub(crate) flood: fn(&flood::FloodSpec) -> flood::FloodRun,
+    pub(crate) relay: fn(&relay::RelaySpec) -> relay::RelayRun,
 }
 
 impl RwPeer {
     /// The peer for lock type `L`.
     pub fn of<L: BenchRwLock<Shared> + 'static>(name: &'static str, senju: bool) -> Self {
-        Self { name, senju, throughput: throughput::run_cell::<L>, flood: flood::run_once::<L> }
+        Self {
+            name,
+            senju,
+            throughput: throughput::run_cell::<L>,
+            flood: flood::run_once::<L>,
+            relay: relay::run_once::<L>,
+        }
     }
 }
 
@@ -199,11 +208,34 @@ pub fn rw_peers() -> Vec<RwPeer> {
         RwPeer::of::<spin::RwLock<Shared>>("spin::RwLock", false),
         RwPeer::of::<PthreadRwLock<DefaultKind, Shared>>(PTHREAD_RWLOCK_DEFAULT, false),
         RwPeer::of::<PthreadRwLock<WriterNonrecursiveKind, Shared>>(
-            "pthread_rwlock(writer-nonrec)",
+            PTHREAD_RWLOCK_WRITER_NONREC,
             false,
         ),
         RwPeer::of::<TkrzwSpinRwLock<Shared>>(TKRZW_SPIN, false),
     ]
+}
+
+/// Name of glibc's rwlock with `PTHREAD_RWLOCK_PREFER_READER_NP` in results.
+pub const PTHREAD_RWLOCK_PREFER_READER: &str = "pthread_rwlock(prefer-reader)";
+/// Name of glibc's rwlock with `PTHREAD_RWLOCK_PREFER_WRITER_NP` in results.
+pub const PTHREAD_RWLOCK_PREFER_WRITER: &str = "pthread_rwlock(prefer-writer)";
+/// Name of glibc's rwlock with `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` in results.
+pub const PTHREAD_RWLOCK_WRITER_NONREC: &str = "pthread_rwlock(writer-nonrec)";
+
+/// The reader-writer locks of `senju lab rwlock`: [`rw_peers`] plus glibc's rwlock with each
+/// explicit `pthread_rwlockattr_setkind_np` kind, so every glibc policy is measured.
+pub fn rwlock_lab_peers() -> Vec<RwPeer> {
+    let mut peers = rw_peers();
+    let at =
+        peers.iter().position(|p| p.name == PTHREAD_RWLOCK_DEFAULT).map_or(peers.len(), |i| i + 1);
+    peers.splice(
+        at..at,
+        [
+            RwPeer::of::<PthreadRwLock<ReaderKind, Shared>>(PTHREAD_RWLOCK_PREFER_READER, false),
+            RwPeer::of::<PthreadRwLock<WriterKind, Shared>>(PTHREAD_RWLOCK_PREFER_WRITER, false),
+        ],
+    );
+    peers
 }
 
 /// Every mutex peer, senju's first.

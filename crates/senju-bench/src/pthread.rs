@@ -1,4 +1,4 @@
-//! glibc's `pthread_rwlock_t` (default kind and `PREFER_WRITER_NONRECURSIVE_NP`) and
+//! glibc's `pthread_rwlock_t` (the default and each `pthread_rwlockattr_setkind_np` kind) and
 //! `pthread_mutex_t`, wrapped for the benchmark traits.
 //!
 //! A pthread lock must not move once initialized, so each one lives in its own `Box` next to
@@ -10,6 +10,13 @@ use core::marker::PhantomData;
 
 use crate::peers::{BenchMutex, BenchRwLock};
 
+/// `PTHREAD_RWLOCK_PREFER_READER_NP` in glibc's `<pthread.h>`: the first member of the
+/// anonymous enum there, and glibc's default.
+pub const PTHREAD_RWLOCK_PREFER_READER_NP: libc::c_int = 0;
+/// `PTHREAD_RWLOCK_PREFER_WRITER_NP`: the second member. The Linux manual page
+/// `pthread_rwlockattr_setkind_np(3)` says glibc ignores it (recursive read locks would
+/// deadlock), so it behaves like `PREFER_READER_NP`; founding document `000` found the same.
+pub const PTHREAD_RWLOCK_PREFER_WRITER_NP: libc::c_int = 1;
 /// `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` in glibc's `<pthread.h>`: the third member
 /// (after `PREFER_READER_NP` = 0 and `PREFER_WRITER_NP` = 1) of the anonymous enum there.
 pub const PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP: libc::c_int = 2;
@@ -36,6 +43,23 @@ pub enum DefaultKind {}
 
 impl RwLockKind for DefaultKind {
     const KIND: Option<libc::c_int> = None;
+}
+
+/// `PTHREAD_RWLOCK_PREFER_READER_NP` set explicitly (the same policy as the default).
+#[derive(Debug)]
+pub enum ReaderKind {}
+
+impl RwLockKind for ReaderKind {
+    const KIND: Option<libc::c_int> = Some(PTHREAD_RWLOCK_PREFER_READER_NP);
+}
+
+/// `PTHREAD_RWLOCK_PREFER_WRITER_NP`: despite the name, glibc lets new readers in while a
+/// writer waits, as with `PREFER_READER_NP`.
+#[derive(Debug)]
+pub enum WriterKind {}
+
+impl RwLockKind for WriterKind {
+    const KIND: Option<libc::c_int> = Some(PTHREAD_RWLOCK_PREFER_WRITER_NP);
 }
 
 /// `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP`: new readers wait behind a waiting writer.
@@ -210,9 +234,14 @@ mod tests {
     fn kinds_lock_and_unlock() {
         let a = PthreadRwLock::<DefaultKind, u32>::new(1);
         let b = PthreadRwLock::<WriterNonrecursiveKind, u32>::new(2);
+        let c = PthreadRwLock::<ReaderKind, u32>::new(3);
+        let d = PthreadRwLock::<WriterKind, u32>::new(4);
         a.write(|v| *v += 1);
         b.write(|v| *v += 1);
+        c.write(|v| *v += 1);
+        d.write(|v| *v += 1);
         assert_eq!(a.read(|v| *v) + b.read(|v| *v), 5);
+        assert_eq!(c.read(|v| *v) + d.read(|v| *v), 9);
         let m = PthreadMutex::new(0u32);
         m.lock(|v| *v = 7);
         assert_eq!(m.lock(|v| *v), 7);

@@ -15,7 +15,7 @@ use senju_bench::alloc::{self, Allocator, Dispatch, Frees};
 use senju_bench::stats::Spread;
 
 #[global_allocator]
-static GLOBAL: Dispatch = Dispatch;
+static GLOBAL: Dispatch = Dispatch::with_default(Allocator::System);
 
 #[derive(Parser, Debug)]
 #[command(
@@ -76,38 +76,11 @@ struct RunArgs {
 }
 
 fn parse_frees(s: &str) -> Result<Frees, String> {
-    match s {
-        "local" => Ok(Frees::Local),
-        "cross" => Ok(Frees::Cross),
-        _ => Err(format!("expected local or cross, got {s}")),
-    }
-}
-
-/// The peak resident set of this process in KiB (0 where /proc is missing).
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok()
-            })
-        })
-        .unwrap_or(0)
+    Frees::parse(s)
 }
 
 fn child(frees: Frees, threads: usize, pairs: u64, size: usize) -> Result<(), String> {
-    let wanted = std::env::var(alloc::ENV).unwrap_or_else(|_| "system".into());
-    let active = Allocator::active().ok_or("the dispatching allocator has not run")?;
-    if active.name() != wanted {
-        return Err(format!(
-            "{} asks for {wanted:?}, but the process runs {}",
-            alloc::ENV,
-            active.name()
-        ));
-    }
-    let elapsed = alloc::run(frees, threads, pairs, size)
-        .ok_or_else(|| format!("{} frees need at least 2 threads", frees.name()))?;
-    println!("elapsed_s={:.6} peak_rss_kib={}", elapsed.as_secs_f64(), peak_rss_kib());
+    println!("{}", alloc::child_report(Allocator::System, frees, threads, pairs, size)?);
     Ok(())
 }
 
@@ -124,35 +97,10 @@ fn measure(
     pairs: u64,
     size: usize,
 ) -> Result<(f64, f64), String> {
-    let out = Command::new(exe)
-        .env(alloc::ENV, a.name())
-        .args(["child", "--frees", frees.name()])
-        .args([
-            "--threads",
-            &t.to_string(),
-            "--pairs",
-            &pairs.to_string(),
-            "--size",
-            &size.to_string(),
-        ])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "child {} {} T={t} failed: {stdout}{}",
-            a.name(),
-            frees.name(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let field = |name: &str| -> Option<f64> {
-        stdout.split_whitespace().find_map(|w| w.strip_prefix(name)?.parse().ok())
-    };
-    match (field("elapsed_s="), field("peak_rss_kib=")) {
-        (Some(s), Some(k)) => Ok((s, k)),
-        _ => Err(format!("child printed no result: {stdout}")),
-    }
+    let mut cmd = Command::new(exe);
+    cmd.arg("child");
+    let r = alloc::measure_in_child(cmd, a, frees, t, pairs, size)?;
+    Ok((r.seconds, r.peak_rss_kib))
 }
 
 fn fmt_cell(c: &Cell, total_pairs: u64) -> String {
