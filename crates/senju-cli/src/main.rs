@@ -1,19 +1,21 @@
 //! `senju`: the command-line tool of the senju database.
 //!
 //! ```text
-//! senju perf sequence [common options] [--random_key] [--random_value]
-//!                     [--set_only] [--get_only] [--remove_only] [--validate]
-//! senju perf parallel [common options] [--random_key] [--random_value] [--keys N]
-//!                     [--sleep SECONDS] [--rebuild] [--validate]
-//! senju perf wicked   [common options] [--iterator] [--clear] [--rebuild] [--sync]
-//!                     [--validate]
-//! common options: [--path P] [--dbm auto|file|memory] [--iter N] [--threads T] [--size S]
-//!                 [--buckets N] [--random_seed N]
+//! senju get|set|remove|count|list|check|rebuild|import|export|stats PATH ...
+//! senju completions bash|zsh|fish|elvish|powershell
+//! senju perf sequence|parallel|wicked [tkrzw_dbm_perf flags]
+//! senju lab EXPERIMENT [flags]
 //! ```
+//!
+//! The everyday commands follow `tkrzw_dbm_util` (`cli.rs` declares them, `ops.rs`,
+//! `transfer.rs` and `repair.rs` run them; `codec.rs` holds the binary-safe TSV and JSON
+//! Lines formats). Reading commands open the database read-only under a shared lock.
 //!
 //! The `perf` workloads are those of `tkrzw_dbm_perf`, with the same flags and the same
 //! output lines, so the two can be compared line by line. Standard output carries only those
 //! lines; a progress bar goes to standard error when it is a terminal.
+//!
+//! Errors print one line, `senju: ...`, on standard error and exit with a non-zero status.
 
 #![forbid(unsafe_code)]
 
@@ -30,24 +32,36 @@ macro_rules! out {
 }
 
 mod args;
+mod cli;
+mod codec;
+mod lab;
 mod model;
+mod ops;
 mod parallel;
 mod progress;
+mod repair;
 mod report;
 mod rng;
 mod sequence;
+mod transfer;
 mod wicked;
 
 use std::process::ExitCode;
 
 use args::{PerfArgs, Workload};
+use clap::{CommandFactory, Parser};
+use cli::{Cli, Command};
 
-// The allocator is chosen by measurement: lab/0002-allocators/README.md.
+// The allocator is chosen by measurement (lab/0002-allocators/README.md): mimalloc, through
+// the dispatcher so that `senju lab alloc` can measure the others in child processes of this
+// binary (SENJU_ALLOC=system|mimalloc|jemalloc; read once, at the first allocation).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: senju_bench::alloc::Dispatch =
+    senju_bench::alloc::Dispatch::with_default(lab::DEFAULT_ALLOCATOR);
 
-const USAGE: &str = "\
-senju: the command-line tool of the senju database
+/// The help of `senju perf` (Tkrzw's style, as `tkrzw_dbm_perf --help` prints it).
+const PERF_USAGE: &str = "\
+senju perf: performance checks of the senju database, as tkrzw_dbm_perf
 
 Usage:
   senju perf sequence [options]
@@ -105,20 +119,42 @@ Examples:
 ";
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let perf = |w: Workload, rest: &[&str], run: fn(&PerfArgs) -> Result<(), String>| {
-        PerfArgs::parse(w, rest).and_then(|a| run(&a))
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
     };
-    let result = match argv.as_slice() {
-        ["perf", _, .., "--help" | "-h"] | [] | ["help" | "--help" | "-h", ..] => {
-            out!("{USAGE}");
-            return ExitCode::SUCCESS;
+    let result = match cli.command {
+        Command::Get { path, key, json } => ops::get(&path, &key, json),
+        Command::Set { path, key, value, no_overwrite, append } => {
+            ops::set(&path, &key, &value, no_overwrite, append)
         }
-        ["perf", "sequence", rest @ ..] => perf(Workload::Sequence, rest, sequence::run),
-        ["perf", "parallel", rest @ ..] => perf(Workload::Parallel, rest, parallel::run),
-        ["perf", "wicked", rest @ ..] => perf(Workload::Wicked, rest, wicked::run),
-        _ => Err(format!("unknown command: {}\n\n{USAGE}", argv.join(" "))),
+        Command::Remove { path, key } => ops::remove(&path, &key),
+        Command::Count { path, json } => ops::count(&path, json),
+        Command::List { path, prefix, limit, keys, json } => {
+            ops::list(&path, prefix.as_deref(), limit, keys, json)
+        }
+        Command::Stats { path, json } => ops::stats(&path, json),
+        Command::Rebuild { path } => ops::rebuild(&path),
+        Command::Import { path, file, format, truncate } => {
+            transfer::import(&path, &file, format, truncate)
+        }
+        Command::Export { path, file, format, sort, keys } => {
+            transfer::export(&path, &file, format, sort, keys)
+        }
+        Command::Check { path, repair, json } => match repair::check(&path, repair, json) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "senju", &mut script);
+            let mut out = std::io::stdout().lock();
+            ops::stdout_bytes(&mut out, &script);
+            ops::flush(&mut out);
+            Ok(())
+        }
+        Command::Perf { args } => perf(&args),
+        Command::Lab { args } => return lab::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -126,5 +162,51 @@ fn main() -> ExitCode {
             eprintln!("senju: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints what clap has to say: help and version as they are, an error on one line.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            out!("{}", e.render());
+            ExitCode::SUCCESS
+        }
+        _ => {
+            // clap's first paragraph says what is wrong (a list of missing arguments runs
+            // over several lines); a later one may hold a tip. Fold both into one line.
+            let text = e.render().to_string();
+            let mut paragraphs = text.split("\n\n").map(|p| {
+                p.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+            });
+            let first = paragraphs.next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(&first);
+            let tip = paragraphs.find(|p| p.starts_with("tip:")).map(|t| format!(" ({t})"));
+            eprintln!("senju: {first}{}; see `senju --help`", tip.unwrap_or_default());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `senju perf WORKLOAD FLAGS...`, parsed by hand to keep `tkrzw_dbm_perf`'s spellings.
+fn perf(argv: &[String]) -> Result<(), String> {
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let perf = |w: Workload, rest: &[&str], run: fn(&PerfArgs) -> Result<(), String>| {
+        PerfArgs::parse(w, rest).and_then(|a| run(&a))
+    };
+    match argv.as_slice() {
+        [.., "--help" | "-h"] | [] | ["help", ..] => {
+            out!("{PERF_USAGE}");
+            Ok(())
+        }
+        ["sequence", rest @ ..] => perf(Workload::Sequence, rest, sequence::run),
+        ["parallel", rest @ ..] => perf(Workload::Parallel, rest, parallel::run),
+        ["wicked", rest @ ..] => perf(Workload::Wicked, rest, wicked::run),
+        [other, ..] => Err(format!(
+            "unknown perf workload: {other} (sequence, parallel or wicked; see `senju perf --help`)"
+        )),
     }
 }

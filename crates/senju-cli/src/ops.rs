@@ -1,0 +1,238 @@
+//! The everyday record commands: `get`, `set`, `remove`, `count`, `list`, `stats`,
+//! `rebuild`, and the helpers they share (opening a database, writing standard output).
+
+use std::ffi::OsStr;
+use std::io::{ErrorKind, IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use senju::{Db, OpenError};
+use serde_json::json;
+
+use crate::codec;
+
+/// Opens an existing database for reading only (a shared lock; never recovers or writes).
+pub(crate) fn open_read(path: &Path) -> Result<Db, String> {
+    Db::builder().read_only(true).open(path).map_err(|e| open_error(path, e))
+}
+
+/// Opens a database for writing, creating it if `create`.
+pub(crate) fn open_write(path: &Path, create: bool) -> Result<Db, String> {
+    Db::builder().create(create).open(path).map_err(|e| open_error(path, e))
+}
+
+/// The engine's message, with command-line advice where the engine's is about its API.
+pub(crate) fn open_error(path: &Path, e: OpenError) -> String {
+    match e {
+        OpenError::NotFound { .. } => format!("{}: no such database file", path.display()),
+        OpenError::NeedsRecovery { .. } => format!(
+            "{} was not closed cleanly and needs recovery, which a reading command cannot do; \
+             run a writing command once (e.g. `senju rebuild {0}`), or `senju check --repair \
+             {0}`",
+            path.display()
+        ),
+        e => e.to_string(),
+    }
+}
+
+/// Writes `bytes` to standard output; a closed pipe ends the program quietly (status 141,
+/// as a shell reports SIGPIPE), any other error with a message.
+pub(crate) fn stdout_bytes(out: &mut impl Write, bytes: &[u8]) {
+    if let Err(e) = out.write_all(bytes) {
+        stdout_failed(&e);
+    }
+}
+
+/// Ends the program after a failed write to standard output.
+pub(crate) fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    eprintln!("senju: cannot write to standard output: {e}");
+    std::process::exit(1);
+}
+
+/// Flushes standard output with the same error handling.
+pub(crate) fn flush(out: &mut impl Write) {
+    if let Err(e) = out.flush() {
+        stdout_failed(&e);
+    }
+}
+
+/// Prints a JSON value and a newline.
+pub(crate) fn print_json(v: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    stdout_bytes(&mut out, format!("{v}\n").as_bytes());
+    flush(&mut out);
+}
+
+/// A key for messages: its text if printable UTF-8, else TSV-escaped.
+pub(crate) fn shown(key: &[u8]) -> String {
+    let mut v = Vec::new();
+    codec::tsv_escape(key, &mut v);
+    String::from_utf8_lossy(&v).into_owned()
+}
+
+fn close(db: Db) -> Result<(), String> {
+    db.close().map_err(|e| e.to_string())
+}
+
+/// `senju get`.
+pub(crate) fn get(path: &Path, key: &OsStr, as_json: bool) -> Result<(), String> {
+    let db = open_read(path)?;
+    let key = key.as_bytes();
+    let Some(value) = db.get(key).map_err(|e| e.to_string())? else {
+        return Err(format!("no record for key \"{}\" in {}", shown(key), path.display()));
+    };
+    if as_json {
+        print_json(&json!({"key": codec::json_bytes(key), "value": codec::json_bytes(&value)}));
+    } else {
+        let mut out = std::io::stdout().lock();
+        stdout_bytes(&mut out, &value);
+        stdout_bytes(&mut out, b"\n");
+        flush(&mut out);
+    }
+    close(db)
+}
+
+/// `senju set`.
+pub(crate) fn set(
+    path: &Path,
+    key: &OsStr,
+    value: &OsStr,
+    no_overwrite: bool,
+    append: bool,
+) -> Result<(), String> {
+    let db = open_write(path, true)?;
+    let (key, value) = (key.as_bytes(), value.as_bytes());
+    let e = |e: senju::StorageError| e.to_string();
+    if no_overwrite {
+        if !db.add(key, value).map_err(e)? {
+            return Err(format!(
+                "key \"{}\" already has a value (--no-overwrite); remove it first",
+                shown(key)
+            ));
+        }
+    } else if append {
+        db.append(key, value).map_err(e)?;
+    } else {
+        db.set(key, value).map_err(e)?;
+    }
+    close(db)
+}
+
+/// `senju remove`.
+pub(crate) fn remove(path: &Path, key: &OsStr) -> Result<(), String> {
+    let db = open_write(path, false)?;
+    let key = key.as_bytes();
+    if !db.remove(key).map_err(|e| e.to_string())? {
+        return Err(format!("no record for key \"{}\" in {}", shown(key), path.display()));
+    }
+    close(db)
+}
+
+/// `senju count`.
+pub(crate) fn count(path: &Path, as_json: bool) -> Result<(), String> {
+    let db = open_read(path)?;
+    let n = db.len();
+    if as_json {
+        print_json(&json!({ "count": n }));
+    } else {
+        outln!("{n}");
+    }
+    close(db)
+}
+
+/// `senju list`.
+pub(crate) fn list(
+    path: &Path,
+    prefix: Option<&OsStr>,
+    limit: Option<u64>,
+    keys_only: bool,
+    as_json: bool,
+) -> Result<(), String> {
+    let db = open_read(path)?;
+    let prefix = prefix.map_or(&[][..], OsStr::as_bytes);
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut line = Vec::new();
+    let mut listed = 0;
+    for item in db.iter() {
+        if listed >= limit {
+            break;
+        }
+        let (k, v) = item.map_err(|e| e.to_string())?;
+        if !k.starts_with(prefix) {
+            continue;
+        }
+        line.clear();
+        let value = (!keys_only).then_some(&v[..]);
+        if as_json {
+            codec::json_line(&k, value, &mut line);
+        } else {
+            codec::tsv_line(&k, value, &mut line);
+        }
+        stdout_bytes(&mut out, &line);
+        listed += 1;
+    }
+    flush(&mut out);
+    close(db)
+}
+
+/// `senju stats`.
+pub(crate) fn stats(path: &Path, as_json: bool) -> Result<(), String> {
+    let db = open_read(path)?;
+    let s = db.stats().map_err(|e| e.to_string())?;
+    let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let rows: [(&str, u64); 7] = [
+        ("records", s.records),
+        ("shards", s.shards),
+        ("file_size", file_len),
+        ("file_bytes_used", s.file_bytes),
+        ("table_slots", s.table_slots),
+        ("live_bytes", s.live_bytes),
+        ("dead_bytes", s.dead_bytes),
+    ];
+    if as_json {
+        let mut m = serde_json::Map::new();
+        m.insert("path".into(), json!(path.display().to_string()));
+        for (name, v) in rows {
+            m.insert(name.into(), json!(v));
+        }
+        print_json(&serde_json::Value::Object(m));
+    } else {
+        outln!("path: {}", path.display());
+        for (name, v) in rows {
+            outln!("{name}: {v}");
+        }
+    }
+    close(db)
+}
+
+/// `senju rebuild`.
+pub(crate) fn rebuild(path: &Path) -> Result<(), String> {
+    let db = open_write(path, false)?;
+    let before = db.stats().map_err(|e| e.to_string())?;
+    // The engine rebuilds in one call without reporting progress: say what is happening.
+    let busy = std::io::stderr().is_terminal();
+    if busy {
+        eprint!("rebuilding {} ({} records)...", path.display(), before.records);
+    }
+    db.rebuild().map_err(|e| e.to_string())?;
+    if busy {
+        eprint!("\r{:w$}\r", "", w = 40 + path.as_os_str().len());
+    }
+    let after = db.stats().map_err(|e| e.to_string())?;
+    close(db)?;
+    let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    outln!(
+        "rebuilt {}: {} records; dead bytes {} -> {}; file size {} -> {} bytes",
+        path.display(),
+        after.records,
+        before.dead_bytes,
+        after.dead_bytes,
+        before.file_bytes,
+        file_len
+    );
+    Ok(())
+}

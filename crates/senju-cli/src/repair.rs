@@ -1,0 +1,167 @@
+//! `senju check [--repair]`: verifies a database file with `senju::check` and, if asked,
+//! salvages its intact records with `senju::salvage` into a fresh file that replaces it
+//! (the damaged file is kept beside it as `PATH.broken`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use senju::{CheckReport, SalvageReport};
+use serde_json::json;
+
+use crate::ops::{open_error, print_json};
+use crate::progress::Progress;
+
+fn report_json(path: &Path, r: &CheckReport) -> serde_json::Value {
+    json!({
+        "path": path.display().to_string(),
+        "ok": r.is_ok(),
+        "closed_cleanly": r.closed_cleanly,
+        "file_bytes": r.file_bytes,
+        "shards": r.shards,
+        "record_chunks": r.record_chunks,
+        "index_chunks": r.index_chunks,
+        "scanned_records": r.scanned_records,
+        "records": r.records,
+        "torn_chunks": r.torn_chunks,
+        "damage_count": r.damage_count,
+        "damage": r.damage.iter().map(|d| json!({"offset": d.offset, "what": d.what}))
+            .collect::<Vec<_>>(),
+    })
+}
+
+fn salvage_json(r: &SalvageReport) -> serde_json::Value {
+    json!({
+        "records": r.records,
+        "expected_records": r.expected_records,
+        "header_damaged": r.header_damaged,
+        "damaged_regions": r.damaged_regions,
+        "skipped_bytes": r.skipped_bytes,
+        "damage": r.damage.iter().map(|d| json!({"offset": d.offset, "what": d.what}))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// `path` with `suffix` appended to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// `PATH.broken`, or `PATH.broken.N` for the first N not taken.
+fn broken_name(path: &Path) -> PathBuf {
+    let first = with_suffix(path, ".broken");
+    (1..)
+        .map(|n| if n == 1 { first.clone() } else { with_suffix(path, &format!(".broken.{n}")) })
+        .find(|p| !p.exists())
+        .expect("some name is free")
+}
+
+/// Runs `f` with a progress bar labelled `label`, sized by the first report.
+fn with_bar<T>(label: &'static str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+    let mut bar: Option<Progress> = None;
+    let out =
+        f(&mut |done, total| bar.get_or_insert_with(|| Progress::new(label, total)).tick(done));
+    if let Some(b) = bar {
+        b.finish();
+    }
+    out
+}
+
+/// `senju check`.
+pub(crate) fn check(path: &Path, repair: bool, as_json: bool) -> Result<ExitCode, String> {
+    let report = with_bar("check", |p| senju::check_with_progress(path, p))
+        .map_err(|e| open_error(path, e))?;
+    if report.is_ok() {
+        if as_json {
+            print_json(&report_json(path, &report));
+        } else {
+            let mut line = format!(
+                "{}: OK: {} records in {} shards, {} bytes",
+                path.display(),
+                report.records,
+                report.shards,
+                report.file_bytes
+            );
+            if !report.closed_cleanly {
+                line += &format!(
+                    "; not closed cleanly (the next writable open recovers it; {} chunk(s) end \
+                     in a record torn by the crash, which recovery drops)",
+                    report.torn_chunks
+                );
+            }
+            if repair {
+                line += "; nothing to repair";
+            }
+            outln!("{line}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let first = report.first_damage().expect("a damaged report names its damage");
+    if !repair {
+        if as_json {
+            print_json(&report_json(path, &report));
+        } else {
+            for d in &report.damage {
+                outln!("damage {d}");
+            }
+        }
+        eprintln!(
+            "senju: {} is damaged {first}{}; `senju check --repair {}` salvages the intact \
+             records",
+            path.display(),
+            match report.damage_count {
+                1 => String::new(),
+                n => format!(" ({n} damaged places in all)"),
+            },
+            path.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    let tmp = with_suffix(path, &format!(".repair-{}", std::process::id()));
+    let salvaged = with_bar("salvage", |p| senju::salvage_with_progress(path, &tmp, p));
+    let s = match salvaged {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!("cannot repair {}: {e}", path.display()));
+        }
+    };
+    let broken = broken_name(path);
+    std::fs::rename(path, &broken).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
+        format!("cannot replace {} by the salvaged copy {}: {e}", path.display(), tmp.display())
+    })?;
+    let after = senju::check(path).map_err(|e| open_error(path, e))?;
+    if !after.is_ok() {
+        return Err(format!(
+            "the salvaged copy {} does not check out either ({}); the damaged file is {}",
+            path.display(),
+            after.first_damage().map_or_else(String::new, ToString::to_string),
+            broken.display()
+        ));
+    }
+    if as_json {
+        print_json(&json!({
+            "check": report_json(path, &report),
+            "salvage": salvage_json(&s),
+            "broken": broken.display().to_string(),
+        }));
+    } else {
+        let of = s.expected_records.map_or_else(String::new, |n| format!(" of {n}"));
+        let lost = match s.expected_records {
+            Some(n) if n > s.records => format!("; {} record(s) lost", n - s.records),
+            _ => String::new(),
+        };
+        outln!(
+            "repaired {}: first damage {first}; kept {} record(s){of}{lost}; skipped {} \
+             damaged region(s), {} bytes{}; the damaged file is kept as {}",
+            path.display(),
+            s.records,
+            s.damaged_regions,
+            s.skipped_bytes,
+            if s.header_damaged { "; the file header was damaged" } else { "" },
+            broken.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
