@@ -1,0 +1,578 @@
+//! `Senju::DB`, the handle class (its chunked scan for `each` is in `cursor.rs`).
+//!
+//! Every method follows one shape: check the handle is open, copy the Ruby inputs into Rust
+//! values (or, on the held fast path, borrow them while no Ruby code can run), run the store
+//! work through [`gvl::run`], then build the Ruby results. Methods the gem defines in Ruby on
+//! top of these live in `lib/senju.rb`.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use magnus::prelude::*;
+use magnus::rb_sys::{AsRawValue, FromRawValue};
+use magnus::{
+    DataTypeFunctions, Error, RArray, RClass, RHash, RModule, RString, Ruby, TypedData, Value,
+    function, method,
+};
+use senju::Db;
+
+use crate::error::{closed_error, internal_error, open_error, storage_error};
+use crate::gvl::{self, CHUNK, Mode, Policy, Step, Weight};
+use crate::packed::{Packed, PackedValues};
+
+/// Values at least this long make a single call `Weight::Batch` (released under `:auto`).
+/// Measured with `bench/thresholds.rb` (lab/0004-ruby-threads): at 2 threads releasing lost
+/// to holding at 16 KiB (0.54-0.72x) and won at 64 KiB (1.18-1.22x).
+const BIG_VALUE: usize = 64 * 1024;
+/// Batches of at least this many items are `Weight::Batch`; smaller ones are `Short`.
+/// Measured likewise: release/hold at 2 threads was 0.86-0.95x at 64 items, 0.97-1.06x at
+/// 256, 1.14-1.18x at 1000.
+pub(crate) const BIG_BATCH: usize = 256;
+
+/// What every Ruby object for one open database shares (the `DB` and its cursors).
+pub(crate) struct Handle {
+    pub(crate) db: Db,
+    /// Set by `close` before it closes the store: later calls raise `ClosedError` at once.
+    pub(crate) closed: AtomicBool,
+    pub(crate) policy: Policy,
+}
+
+/// `Senju::DB`. Holds the store in an `Arc`, so a thread still inside a call (GVL released)
+/// keeps it alive while another thread closes it or the object is collected. Shareable
+/// across Ractors once frozen: every field is thread-safe.
+#[derive(TypedData)]
+#[magnus(class = "Senju::DB", size, frozen_shareable)]
+pub(crate) struct DbObject {
+    pub(crate) h: Arc<Handle>,
+}
+
+impl DataTypeFunctions for DbObject {}
+
+/// The bytes of a Ruby string, copied (so they can cross a GVL release).
+fn bytes(s: RString) -> Vec<u8> {
+    // SAFETY: the GVL is held and no Ruby code runs while the slice is borrowed.
+    unsafe { s.as_slice() }.to_vec()
+}
+
+/// A binary (ASCII-8BIT) Ruby string.
+pub(crate) fn bin(ruby: &Ruby, b: &[u8]) -> RString {
+    ruby.str_from_slice(b)
+}
+
+fn storage(ruby: &Ruby) -> impl Fn(senju::StorageError) -> Error + '_ {
+    move |e| storage_error(ruby, e)
+}
+
+impl DbObject {
+    /// The handle, or `ClosedError` once `close` has started.
+    #[inline]
+    pub(crate) fn live(&self, ruby: &Ruby) -> Result<&Handle, Error> {
+        // Relaxed: the store checks its own closed flag too; this one only answers early.
+        if self.h.closed.load(Ordering::Relaxed) {
+            return Err(closed_error(ruby));
+        }
+        Ok(&self.h)
+    }
+}
+
+/// Options of `Senju::DB._open`, copied out of Ruby before the GVL is released.
+struct OpenArgs {
+    path: Option<PathBuf>,
+    memory: bool,
+    read_only: bool,
+    truncate: bool,
+    create: bool,
+    shards: Option<u32>,
+    max_size: Option<u64>,
+    capacity_hint: Option<u64>,
+}
+
+/// `Senju::DB._open(path, gvl, memory, readonly, truncate, create, shards, max_size,
+/// capacity_hint)`; `lib/senju.rb` validates the keywords and calls this.
+#[allow(clippy::too_many_arguments)]
+fn open(
+    ruby: &Ruby,
+    path: Option<RString>,
+    gvl_index: u8,
+    memory: bool,
+    read_only: bool,
+    truncate: bool,
+    create: bool,
+    shards: Option<u32>,
+    max_size: Option<u64>,
+    capacity_hint: Option<u64>,
+) -> Result<DbObject, Error> {
+    let mode = Mode::from_index(gvl_index)
+        .ok_or_else(|| Error::new(ruby.exception_arg_error(), "gvl: must be 0, 1 or 2"))?;
+    let args = OpenArgs {
+        path: path.map(|p| PathBuf::from(OsString::from_vec(bytes(p)))),
+        memory,
+        read_only,
+        truncate,
+        create,
+        shards,
+        max_size,
+        capacity_hint,
+    };
+    let policy = Policy::new(mode);
+    let mut state = (args, None);
+    gvl::run(ruby, &policy, Weight::Io, &mut state, |(a, out)| {
+        let mut b = Db::builder().read_only(a.read_only).truncate(a.truncate).create(a.create);
+        if let Some(n) = a.shards {
+            b = b.shards(n);
+        }
+        if let Some(n) = a.max_size {
+            b = b.max_size(n);
+        }
+        if let Some(n) = a.capacity_hint {
+            b = b.capacity_hint(n);
+        }
+        *out = Some(match (&a.path, a.memory) {
+            (_, true) => b.memory(),
+            (Some(p), false) => b.open(p),
+            (None, false) => b.memory(),
+        });
+        Ok(Step::Done)
+    })?;
+    match state.1 {
+        Some(Ok(db)) => {
+            Ok(DbObject { h: Arc::new(Handle { db, closed: AtomicBool::new(false), policy }) })
+        }
+        Some(Err(e)) => Err(open_error(ruby, e)),
+        None => Err(internal_error(ruby, "open produced no result")),
+    }
+}
+
+/// What a lookup found: small values are copied out at once; for a big one only its length
+/// is taken, and it is then copied straight into a Ruby string's buffer ([`read_big`]).
+enum Found {
+    Absent,
+    Small(Vec<u8>),
+    Big(usize),
+}
+
+fn lookup(db: &Db, key: &[u8]) -> senju::Result<Found> {
+    let found = db.get_with(key, |v| {
+        if v.len() >= BIG_VALUE { Found::Big(v.len()) } else { Found::Small(v.to_vec()) }
+    })?;
+    Ok(found.unwrap_or(Found::Absent))
+}
+
+/// `db[key]`: the value (a binary String) or nil.
+fn get(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
+    let h = rb_self.live(ruby)?;
+    let found = if h.policy.releases(Weight::Short) {
+        let mut st = (bytes(key), Found::Absent);
+        gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, out)| {
+            *out = lookup(&h.db, k)?;
+            Ok(Step::Done)
+        })?;
+        st.1
+    } else {
+        // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
+        lookup(&h.db, unsafe { key.as_slice() }).map_err(storage(ruby))?
+    };
+    match found {
+        Found::Absent => Ok(None),
+        Found::Small(v) => Ok(Some(bin(ruby, &v))),
+        Found::Big(len) => read_big(ruby, h, bytes(key), len),
+    }
+}
+
+/// The destination of [`read_big`]: the buffer of a fresh Ruby string.
+struct OutBuf {
+    ptr: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: the buffer belongs to a string that only `read_big`'s frame references (it is
+// not yet visible to Ruby code), so writing it from the same thread without the GVL races
+// with nothing; the frame keeps the string alive (and, being on the machine stack, pinned
+// against compaction) until the write is done.
+unsafe impl Send for OutBuf {}
+
+/// Reads a value of about `len` bytes into a new binary String with one copy, done without
+/// the GVL when the policy releases for `Batch`. Retries if the value grew meanwhile.
+fn read_big(
+    ruby: &Ruby,
+    h: &Handle,
+    key: Vec<u8>,
+    mut len: usize,
+) -> Result<Option<RString>, Error> {
+    loop {
+        let s = ruby.str_buf_new(len);
+        let raw = s.as_raw();
+        // SAFETY: `s` is a live String; `rb_str_buf_new(len)` gave it room for `len` bytes.
+        let ptr = unsafe { rb_sys::RSTRING_PTR(raw) }.cast::<u8>().cast_mut();
+        let mut st = (OutBuf { ptr, cap: len }, None::<Result<usize, usize>>);
+        gvl::run(ruby, &h.policy, Weight::Batch, &mut st, |(buf, out)| {
+            *out = h.db.get_with(&key, |v| {
+                if v.len() > buf.cap {
+                    return Err(v.len());
+                }
+                // SAFETY: `buf` has room for `cap >= v.len()` bytes (see `OutBuf`), and
+                // does not overlap the store's memory.
+                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf.ptr, v.len()) };
+                Ok(v.len())
+            })?;
+            Ok(Step::Done)
+        })?;
+        match st.1 {
+            None => return Ok(None),
+            Some(Err(grown)) => len = grown,
+            Some(Ok(n)) => {
+                // SAFETY: the first `n <= capacity` bytes were just written.
+                unsafe { rb_sys::rb_str_set_len(raw, n as std::os::raw::c_long) };
+                return Ok(Some(s));
+            }
+        }
+    }
+}
+
+/// `db[key] = value`.
+fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<RString, Error> {
+    let h = rb_self.live(ruby)?;
+    let weight = if value.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    if !h.policy.releases(weight) {
+        // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
+        let k = unsafe { key.as_slice() };
+        // SAFETY: as for the key.
+        let v = unsafe { value.as_slice() };
+        h.db.set(k, v).map_err(storage(ruby))?;
+        return Ok(value);
+    }
+    if weight == Weight::Batch {
+        // A big value is not copied: a frozen String shares (or is) its buffer, which no
+        // one can change, and this frame keeps it alive while the store copies from it.
+        let frozen = RString::new_frozen(value);
+        // SAFETY: `frozen` is a live String.
+        let ptr = unsafe { rb_sys::RSTRING_PTR(frozen.as_raw()) }.cast::<u8>();
+        let mut st = (bytes(key), InBuf { ptr, len: frozen.len() });
+        gvl::run(ruby, &h.policy, weight, &mut st, |(k, v)| {
+            // SAFETY: see `InBuf`.
+            let v = unsafe { std::slice::from_raw_parts(v.ptr, v.len) };
+            h.db.set(k, v).map(|()| Step::Done)
+        })?;
+        std::hint::black_box(frozen);
+        return Ok(value);
+    }
+    let mut st = (bytes(key), bytes(value));
+    gvl::run(ruby, &h.policy, weight, &mut st, |(k, v)| h.db.set(k, v).map(|()| Step::Done))?;
+    Ok(value)
+}
+
+/// The bytes of a frozen String, read without the GVL.
+struct InBuf {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a frozen String's buffer never changes (a write to a string sharing it copies
+// first) and is not freed while the String is alive; `set` keeps the String on its frame
+// (so also pinned against compaction) until the store has copied the bytes.
+unsafe impl Send for InBuf {}
+
+/// `db.delete(key)`: removes the key; returns its value, or nil if it was absent.
+fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
+    let h = rb_self.live(ruby)?;
+    let mut st = (bytes(key), None);
+    gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, old)| {
+        // `update` runs the closure under the shard lock: it only copies bytes.
+        h.db.update(k, |v| {
+            *old = v.map(<[u8]>::to_vec);
+            None
+        })?;
+        Ok(Step::Done)
+    })?;
+    Ok(st.1.map(|v| bin(ruby, &v)))
+}
+
+/// `db.key?(key)`.
+fn contains(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<bool, Error> {
+    let h = rb_self.live(ruby)?;
+    if !h.policy.releases(Weight::Short) {
+        // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
+        return h.db.contains(unsafe { key.as_slice() }).map_err(storage(ruby));
+    }
+    let mut st = (bytes(key), false);
+    gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, out)| {
+        *out = h.db.contains(k)?;
+        Ok(Step::Done)
+    })?;
+    Ok(st.1)
+}
+
+/// `db.size`: the number of records.
+fn size(ruby: &Ruby, rb_self: &DbObject) -> Result<u64, Error> {
+    Ok(rb_self.live(ruby)?.db.len())
+}
+
+/// The strings of an Array, copied; `TypeError` names the first element that is not one.
+fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
+    let mut out = Packed::with_capacity(ary.len());
+    let mut bad = None;
+    {
+        // SAFETY: the GVL is held and no Ruby code runs while the array's and the strings'
+        // buffers are borrowed (`from_value` only checks a type).
+        let items = unsafe { ary.as_slice() };
+        for (i, &v) in items.iter().enumerate() {
+            match RString::from_value(v) {
+                // SAFETY: as above.
+                Some(s) => out.push(unsafe { s.as_slice() }),
+                None => {
+                    bad = Some((i, v));
+                    break;
+                }
+            }
+        }
+    }
+    match bad {
+        None => Ok(out),
+        Some((i, v)) => Err(Error::new(
+            ruby.exception_type_error(),
+            format!("keys must be Strings, got {} at index {i}", v.class().inspect()),
+        )),
+    }
+}
+
+/// `db.get_many(keys)`: an Array of values (String or nil), in the order of `keys`.
+fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Error> {
+    let h = rb_self.live(ruby)?;
+    let keys = string_array(ruby, keys)?;
+    let weight = if keys.len() >= BIG_BATCH { Weight::Batch } else { Weight::Short };
+    let n = keys.len();
+    let mut st = (keys, PackedValues::with_capacity(n));
+    gvl::run(ruby, &h.policy, weight, &mut st, |(keys, out)| {
+        let end = (out.len() + CHUNK).min(keys.len());
+        for i in out.len()..end {
+            h.db.get_with(keys.get(i), |v| out.push(Some(v)))?.unwrap_or_else(|| out.push(None));
+        }
+        Ok(if out.len() == keys.len() { Step::Done } else { Step::More })
+    })?;
+    // `ary_from_iter` keeps the new strings in a buffer on this stack (seen by the GC) and
+    // appends them 128 at a time.
+    Ok(ruby.ary_from_iter(st.1.iter().map(|v| v.map(|v| bin(ruby, v)))))
+}
+
+/// The pairs of a Hash, copied by [`collect_pair`].
+struct PairsAcc {
+    keys: Packed,
+    values: Packed,
+    /// Bytes of values.
+    total: usize,
+    /// The first pair that is not two Strings.
+    bad: Option<(Value, Value)>,
+}
+
+/// `rb_hash_foreach` callback: copies one String pair into the `PairsAcc` at `arg`, or stops
+/// at the first pair of other types. Calls no Ruby API (type checks only), so it neither
+/// raises nor lets Ruby code change the strings while they are read.
+unsafe extern "C" fn collect_pair(k: rb_sys::VALUE, v: rb_sys::VALUE, arg: rb_sys::VALUE) -> i32 {
+    // SAFETY: `arg` is the `PairsAcc` that `set_many` passed, alive and not otherwise used
+    // during the iteration.
+    let acc = unsafe { &mut *(arg as *mut PairsAcc) };
+    // SAFETY: Ruby passes a live key of the Hash.
+    let k = unsafe { Value::from_raw(k) };
+    // SAFETY: and its live value.
+    let v = unsafe { Value::from_raw(v) };
+    let (Some(ks), Some(vs)) = (RString::from_value(k), RString::from_value(v)) else {
+        acc.bad = Some((k, v));
+        return rb_sys::st_retval::ST_STOP as i32;
+    };
+    // SAFETY: the GVL is held (Ruby runs this callback) and no Ruby code runs while the
+    // strings are borrowed.
+    acc.keys.push(unsafe { ks.as_slice() });
+    // SAFETY: as for the key.
+    let value = unsafe { vs.as_slice() };
+    acc.total += value.len();
+    acc.values.push(value);
+    rb_sys::st_retval::ST_CONTINUE as i32
+}
+
+/// `db.set_many(hash)`: sets every pair (each set atomic on its own; on error, the pairs
+/// before the failing one are set).
+fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
+    let h = rb_self.live(ruby)?;
+    let n = hash.len();
+    let mut acc = PairsAcc {
+        keys: Packed::with_capacity(n),
+        values: Packed::with_capacity(n),
+        total: 0,
+        bad: None,
+    };
+    // SAFETY: `collect_pair` matches `rb_hash_foreach`'s callback type and `arg` is `acc`,
+    // alive on this frame for the whole call. The callback calls no Ruby API and cannot
+    // panic short of an allocation failure (which aborts), so nothing unwinds through Ruby.
+    unsafe {
+        rb_sys::rb_hash_foreach(
+            hash.as_raw(),
+            Some(collect_pair),
+            std::ptr::from_mut(&mut acc) as rb_sys::VALUE,
+        );
+    }
+    if let Some((k, v)) = acc.bad {
+        return Err(Error::new(
+            ruby.exception_type_error(),
+            format!(
+                "set_many needs String keys and values, got {} => {}",
+                k.class().inspect(),
+                v.class().inspect()
+            ),
+        ));
+    }
+    let PairsAcc { keys, values, total, .. } = acc;
+    let weight = if n >= BIG_BATCH || total >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let mut st = (keys, values, 0usize);
+    gvl::run(ruby, &h.policy, weight, &mut st, |(keys, values, done)| {
+        let end = (*done + CHUNK).min(keys.len());
+        for i in *done..end {
+            h.db.set(keys.get(i), values.get(i))?;
+            *done = i + 1;
+        }
+        Ok(if end == keys.len() { Step::Done } else { Step::More })
+    })?;
+    Ok(())
+}
+
+/// `db.compare_and_set(key, expected, new)`: if the value is `expected` (nil: absent),
+/// replaces it with `new` (nil: removes it) and returns true; else returns false.
+fn compare_and_set(
+    ruby: &Ruby,
+    rb_self: &DbObject,
+    key: RString,
+    expected: Option<RString>,
+    new: Option<RString>,
+) -> Result<bool, Error> {
+    let h = rb_self.live(ruby)?;
+    let big = expected.map_or(0, |s| s.len()).max(new.map_or(0, |s| s.len())) >= BIG_VALUE;
+    let weight = if big { Weight::Batch } else { Weight::Short };
+    let mut st = (bytes(key), expected.map(bytes), new.map(bytes), false);
+    gvl::run(ruby, &h.policy, weight, &mut st, |(k, e, n, out)| {
+        *out = h.db.compare_and_set(k, e.as_deref(), n.as_deref())?;
+        Ok(Step::Done)
+    })?;
+    Ok(st.3)
+}
+
+/// `db.append(key, suffix)`: appends to the value (an absent key counts as empty).
+fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
+    let h = rb_self.live(ruby)?;
+    let weight = if suffix.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let mut st = (bytes(key), bytes(suffix));
+    gvl::run(ruby, &h.policy, weight, &mut st, |(k, s)| h.db.append(k, s).map(|()| Step::Done))
+}
+
+/// `db._sync(hard)`.
+fn sync(ruby: &Ruby, rb_self: &DbObject, hard: bool) -> Result<(), Error> {
+    let h = rb_self.live(ruby)?;
+    let d = if hard { senju::Durability::Hard } else { senju::Durability::Soft };
+    gvl::run(ruby, &h.policy, Weight::Io, &mut (), |()| h.db.sync(d).map(|()| Step::Done))
+}
+
+/// `db.rebuild`: compacts the file online.
+fn rebuild(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
+    let h = rb_self.live(ruby)?;
+    gvl::run(ruby, &h.policy, Weight::Io, &mut (), |()| h.db.rebuild().map(|()| Step::Done))
+}
+
+/// `db.clear`: removes every record.
+fn clear(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
+    let h = rb_self.live(ruby)?;
+    gvl::run(ruby, &h.policy, Weight::Io, &mut (), |()| h.db.clear().map(|()| Step::Done))
+}
+
+/// `db.stats`: a Hash of counters (Symbol keys): the store's, plus `chunks`, the chunks of
+/// batch and scan work this handle has run (interrupts are checked between two chunks).
+fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
+    let h = rb_self.live(ruby)?;
+    let mut st = None;
+    gvl::run(ruby, &h.policy, Weight::Short, &mut st, |out| {
+        *out = Some(h.db.stats()?);
+        Ok(Step::Done)
+    })?;
+    let s = st.ok_or_else(|| internal_error(ruby, "stats produced no result"))?;
+    let hash = ruby.hash_new();
+    for (name, v) in [
+        ("records", s.records),
+        ("shards", s.shards),
+        ("file_bytes", s.file_bytes),
+        ("table_slots", s.table_slots),
+        ("live_bytes", s.live_bytes),
+        ("dead_bytes", s.dead_bytes),
+        ("chunks", h.policy.chunks()),
+    ] {
+        hash.aset(ruby.to_symbol(name), v)?;
+    }
+    Ok(hash)
+}
+
+/// `db.keys`: every key, scanned in one call that `Thread#kill`/`#raise` cancel between
+/// chunks.
+fn keys(ruby: &Ruby, rb_self: &DbObject) -> Result<RArray, Error> {
+    let h = rb_self.live(ruby)?;
+    let mut st = (h.db.cursor(), Vec::new());
+    gvl::run(ruby, &h.policy, Weight::Batch, &mut st, |(cursor, out)| {
+        let chunk = cursor.next_keys(&h.db, CHUNK)?;
+        if chunk.is_empty() {
+            return Ok(Step::Done);
+        }
+        out.extend(chunk);
+        Ok(Step::More)
+    })?;
+    Ok(ruby.ary_from_iter(st.1.iter().map(|k| bin(ruby, k))))
+}
+
+/// `db.close`: closes the store (waits for writers in flight, syncs a file). Calls made
+/// later raise `ClosedError`; calls already inside the store finish or fail with it.
+fn close(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
+    // Relaxed: `Db::close` serializes concurrent closes itself; the flag only answers early.
+    if rb_self.h.closed.swap(true, Ordering::Relaxed) {
+        return Ok(());
+    }
+    let h = &rb_self.h;
+    gvl::run(ruby, &h.policy, Weight::Io, &mut (), |()| h.db.close().map(|()| Step::Done))
+}
+
+/// `db.closed?`.
+fn is_closed(rb_self: &DbObject) -> bool {
+    rb_self.h.closed.load(Ordering::Relaxed)
+}
+
+/// `db.path`: the file's path, or nil for an in-memory database.
+fn path(ruby: &Ruby, rb_self: &DbObject) -> Option<RString> {
+    rb_self.h.db.path().map(|p| ruby.str_new(&p.to_string_lossy()))
+}
+
+/// `db._gvl`: the mode's index (`lib/senju.rb` maps it back to a Symbol).
+fn gvl_index(rb_self: &DbObject) -> u8 {
+    rb_self.h.policy.mode() as u8
+}
+
+/// Defines `Senju::DB` and its native methods (and, through `cursor`, `Senju::DB::Cursor`).
+pub(crate) fn define(ruby: &Ruby, senju: RModule) -> Result<(), Error> {
+    let class: RClass = senju.define_class("DB", ruby.class_object())?;
+    class.undef_default_alloc_func();
+    class.define_singleton_method("_open", function!(open, 9))?;
+    class.define_method("[]", method!(get, 1))?;
+    class.define_method("[]=", method!(set, 2))?;
+    class.define_method("delete", method!(delete, 1))?;
+    class.define_method("key?", method!(contains, 1))?;
+    class.define_method("size", method!(size, 0))?;
+    class.define_method("get_many", method!(get_many, 1))?;
+    class.define_method("set_many", method!(set_many, 1))?;
+    class.define_method("compare_and_set", method!(compare_and_set, 3))?;
+    class.define_method("append", method!(append, 2))?;
+    class.define_method("_sync", method!(sync, 1))?;
+    class.define_method("rebuild", method!(rebuild, 0))?;
+    class.define_method("clear", method!(clear, 0))?;
+    class.define_method("stats", method!(stats, 0))?;
+    class.define_method("keys", method!(keys, 0))?;
+    class.define_method("close", method!(close, 0))?;
+    class.define_method("closed?", method!(is_closed, 0))?;
+    class.define_method("path", method!(path, 0))?;
+    class.define_method("_gvl", method!(gvl_index, 0))?;
+    crate::cursor::define(ruby, class)
+}

@@ -1,0 +1,99 @@
+//! Rust errors to Ruby exceptions. The classes are defined in `lib/senju/error.rb` (loaded
+//! before this extension) and mirror the Rust tree:
+//!
+//! | Rust | Ruby |
+//! |---|---|
+//! | `OpenError::Locked` | `Senju::LockedError` |
+//! | `OpenError::NeedsRecovery` | `Senju::NeedsRecoveryError` |
+//! | `OpenError::NotADatabase` | `Senju::NotADatabaseError` |
+//! | `OpenError::UnsupportedVersion` | `Senju::UnsupportedVersionError` |
+//! | `OpenError::Corrupted`, `StorageError::Corrupted` | `Senju::CorruptedError` |
+//! | `OpenError::InvalidOption` | `Senju::InvalidOptionError` |
+//! | `OpenError::NotFound` | `Senju::NotFoundError` |
+//! | `OpenError::Io`, `StorageError::Io` | `Senju::IoError` |
+//! | `StorageError::TooLarge` | `Senju::TooLargeError` |
+//! | `StorageError::Closed` | `Senju::ClosedError` |
+//! | `StorageError::Full` | `Senju::FullError` |
+//! | `StorageError::ReadOnly` | `Senju::ReadOnlyError` |
+//!
+//! Every class is a subclass of `Senju::Error < StandardError`; the message is the Rust
+//! error's, which says what to do.
+
+use magnus::prelude::*;
+use magnus::value::Lazy;
+use magnus::{Error, ExceptionClass, RModule, Ruby};
+use senju::{OpenError, StorageError};
+
+/// `Senju::<name>`, an exception class defined by `lib/senju/error.rb`.
+fn class(ruby: &Ruby, name: &str) -> ExceptionClass {
+    ruby.class_object()
+        .const_get::<_, RModule>("Senju")
+        .and_then(|m| m.const_get::<_, ExceptionClass>(name))
+        .unwrap_or_else(|_| ruby.exception_runtime_error())
+}
+
+macro_rules! classes {
+    ($($stat:ident = $name:literal;)*) => {
+        $(static $stat: Lazy<ExceptionClass> = Lazy::new(|ruby| class(ruby, $name));)*
+    };
+}
+
+classes! {
+    BASE = "Error";
+    LOCKED = "LockedError";
+    NEEDS_RECOVERY = "NeedsRecoveryError";
+    NOT_A_DATABASE = "NotADatabaseError";
+    UNSUPPORTED_VERSION = "UnsupportedVersionError";
+    CORRUPTED = "CorruptedError";
+    INVALID_OPTION = "InvalidOptionError";
+    NOT_FOUND = "NotFoundError";
+    IO = "IoError";
+    TOO_LARGE = "TooLargeError";
+    CLOSED = "ClosedError";
+    FULL = "FullError";
+    READ_ONLY = "ReadOnlyError";
+}
+
+/// The exception for a failed operation on an open database.
+pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
+    let class = match &e {
+        StorageError::TooLarge { .. } => &TOO_LARGE,
+        StorageError::Closed => &CLOSED,
+        StorageError::Corrupted { .. } => &CORRUPTED,
+        StorageError::Full { .. } => &FULL,
+        StorageError::Io(_) => &IO,
+        StorageError::ReadOnly => &READ_ONLY,
+        _ => &BASE,
+    };
+    Error::new(ruby.get_inner(class), e.to_string())
+}
+
+/// The exception for a failed open.
+pub(crate) fn open_error(ruby: &Ruby, e: OpenError) -> Error {
+    let class = match e {
+        OpenError::Storage(e) => return storage_error(ruby, e),
+        OpenError::Locked { .. } => &LOCKED,
+        OpenError::NeedsRecovery { .. } => &NEEDS_RECOVERY,
+        OpenError::NotADatabase { .. } => &NOT_A_DATABASE,
+        OpenError::UnsupportedVersion { .. } => &UNSUPPORTED_VERSION,
+        OpenError::Corrupted { .. } => &CORRUPTED,
+        OpenError::InvalidOption { .. } => &INVALID_OPTION,
+        OpenError::NotFound { .. } => &NOT_FOUND,
+        OpenError::Io { .. } => &IO,
+        _ => &BASE,
+    };
+    Error::new(ruby.get_inner(class), e.to_string())
+}
+
+/// `Senju::ClosedError` for a call on a handle that `close` has closed.
+pub(crate) fn closed_error(ruby: &Ruby) -> Error {
+    storage_error(ruby, StorageError::Closed)
+}
+
+/// `Senju::Error` for a bug in this binding (a caught panic).
+pub(crate) fn internal_error(ruby: &Ruby, what: &str) -> Error {
+    Error::new(
+        ruby.get_inner(&BASE),
+        format!("internal error in the senju extension: {what}; please report it"),
+    )
+}

@@ -1,0 +1,305 @@
+//! Running store work with or without Ruby's GVL, per the handle's `gvl:` mode.
+//!
+//! Work is a *step* function over an owned state, called until it reports [`Step::Done`].
+//! Single operations are one step; batches and scans do one chunk (at most [`CHUNK`] items)
+//! per step. Released, the steps run inside one `rb_nogvl` call that checks a cancel flag
+//! between steps; the unblocking function (UBF) sets that flag when Ruby wants the thread
+//! back (`Thread#kill`, `Thread#raise`, a signal), so such a call stops within one chunk.
+//! Held, the steps run on the Ruby thread and pending interrupts are checked between steps.
+//!
+//! Rules kept here (see `shared/notes/gil-gvl-bindings.md`):
+//! - nothing inside a step touches a Ruby object: inputs are copied into the state before,
+//!   results are built from it after;
+//! - `rb_nogvl` runs with `RB_NOGVL_INTR_FAIL`, so Ruby never longjmps out of the blocking
+//!   region across Rust frames; interrupts are handled afterwards by
+//!   `rb_thread_check_ints` under `rb_protect` (magnus `thread_check_ints`), which returns an
+//!   `Err` instead of jumping;
+//! - a panic inside a step is caught on the far side and turned into an exception;
+//! - nothing is tied to the OS thread across calls (Ruby 3.3's M:N threads may move a Ruby
+//!   thread between calls); the convoy detector is per handle.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::null_mut;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use magnus::{Error, Ruby};
+
+use crate::error::{internal_error, storage_error};
+
+/// Items per step of a batch or scan: the most work between two interrupt checks.
+pub(crate) const CHUNK: usize = 1000;
+
+/// The longest a released region runs before it takes the GVL back to check interrupts
+/// (it ends at the first chunk boundary after this). The UBF stops a region sooner when
+/// Ruby calls it, but Ruby 3.1 does not call it for a signal to the main thread while other
+/// threads exist; the trap flag the signal handler sets is seen here instead, so Ctrl-C
+/// takes at most this long (plus one chunk) in that case.
+const REGION: Duration = Duration::from_millis(10);
+
+/// The `gvl:` option of `Senju::DB.open`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Release the GVL around every store call.
+    Release = 0,
+    /// Never release it (long calls still check interrupts between chunks).
+    Hold = 1,
+    /// Hold it for short calls, release it for long ones unless that convoys (see [`Policy`]).
+    Auto = 2,
+}
+
+impl Mode {
+    /// The mode numbered as `lib/senju.rb` numbers it.
+    pub(crate) fn from_index(i: u8) -> Option<Mode> {
+        [Mode::Release, Mode::Hold, Mode::Auto].get(usize::from(i)).copied()
+    }
+}
+
+/// How long a call is expected to take, for [`Mode::Auto`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Weight {
+    /// One in-memory operation on small data (well under a microsecond to a few): held.
+    Short,
+    /// CPU work of many items or large values: released, unless releasing was seen to
+    /// convoy behind interpreter threads recently.
+    Batch,
+    /// Work that may wait on the disk (open, close, sync, rebuild): always released.
+    Io,
+}
+
+/// What a step reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The work is finished.
+    Done,
+    /// Call the step again.
+    More,
+}
+
+/// A released call that had to wait at least this long for the GVL afterwards...
+const CONVOY_MIN_WAIT: Duration = Duration::from_millis(5);
+/// ...and this many times longer than its own work convoyed behind interpreter code.
+const CONVOY_RATIO: u32 = 4;
+/// After the first convoy, `Batch` calls are held for this long; each further convoy seen on
+/// the probe that ends a window doubles it, up to `CONVOY_MAX_SHIFT` doublings (64 s). A
+/// probe costs one timeslice (100 ms) while the convoy lasts, so this bounds the loss to
+/// 5% in the first window and less after; a false alarm (a long GC while released) costs
+/// parallelism for one window, never correctness.
+const CONVOY_FIRST_WINDOW: Duration = Duration::from_secs(2);
+const CONVOY_MAX_SHIFT: u32 = 5;
+
+/// Monotonic nanoseconds since the first call (a process-wide origin, not thread-local).
+fn now_ns() -> u64 {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A handle's GVL mode plus, for [`Mode::Auto`], its convoy detector.
+///
+/// Releasing the GVL costs about 0.1 µs while every thread is in the store, but a whole
+/// timeslice (100 ms in Ruby) when another thread runs Ruby code: it takes the GVL and keeps
+/// it until the timer forces a switch. `Auto` releases for `Batch` calls and measures how long
+/// each waited to get the GVL back; a wait of `CONVOY_MIN_WAIT` and `CONVOY_RATIO` times the
+/// call's own work means interpreter threads are busy, so `Batch` calls are held (interrupts
+/// checked between chunks, as in `:hold`) for a window that doubles while convoys persist
+/// and resets after a release that did not convoy.
+#[derive(Debug)]
+pub(crate) struct Policy {
+    mode: Mode,
+    /// Steps that asked for more (chunks of batches and scans run), for `stats[:chunks]`:
+    /// tests count them to bound how far a call runs after an interrupt. Single operations
+    /// never touch it, so it adds no shared write to the hot path.
+    chunks: AtomicU64,
+    /// `now_ns()` until which `Batch` calls are held (0: release).
+    hold_until: AtomicU64,
+    /// Convoys seen back to back (the window's doubling count).
+    strikes: AtomicU32,
+}
+
+impl Policy {
+    pub(crate) fn new(mode: Mode) -> Policy {
+        Policy {
+            mode,
+            chunks: AtomicU64::new(0),
+            hold_until: AtomicU64::new(0),
+            strikes: AtomicU32::new(0),
+        }
+    }
+
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Chunks of batch and scan work run so far.
+    pub(crate) fn chunks(&self) -> u64 {
+        self.chunks.load(Ordering::Relaxed)
+    }
+
+    fn count_chunk(&self) {
+        self.chunks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a call of this weight runs with the GVL released.
+    #[inline]
+    pub(crate) fn releases(&self, weight: Weight) -> bool {
+        match (self.mode, weight) {
+            (Mode::Release, _) => true,
+            (Mode::Hold, _) => false,
+            (Mode::Auto, Weight::Short) => false,
+            (Mode::Auto, Weight::Io) => true,
+            (Mode::Auto, Weight::Batch) => {
+                // Relaxed: a heuristic; a stale value only delays the switch by one call.
+                let until = self.hold_until.load(Ordering::Relaxed);
+                until == 0 || now_ns() >= until
+            }
+        }
+    }
+
+    /// Feeds the detector with one released call: `work` spent in the store, `total` from
+    /// releasing to holding the GVL again.
+    fn record(&self, work: Duration, total: Duration) {
+        if self.mode != Mode::Auto {
+            return;
+        }
+        let wait = total.saturating_sub(work);
+        if wait >= CONVOY_MIN_WAIT && wait >= work * CONVOY_RATIO {
+            let strikes = self.strikes.fetch_add(1, Ordering::Relaxed).min(CONVOY_MAX_SHIFT);
+            let window = CONVOY_FIRST_WINDOW * (1 << strikes);
+            let until = now_ns().saturating_add(u64::try_from(window.as_nanos()).unwrap_or(0));
+            self.hold_until.store(until, Ordering::Relaxed);
+        } else if self.strikes.load(Ordering::Relaxed) != 0 {
+            self.strikes.store(0, Ordering::Relaxed);
+            self.hold_until.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs `step` on `state` until it reports [`Step::Done`] or fails, releasing the GVL or not
+/// as `policy` says for `weight`. Pending interrupts are handled between steps (held) or
+/// after each released region of at most [`REGION`] (plus one step); an interrupt that
+/// raises wins over the result.
+pub(crate) fn run<S, F>(
+    ruby: &Ruby,
+    policy: &Policy,
+    weight: Weight,
+    state: &mut S,
+    mut step: F,
+) -> Result<(), Error>
+where
+    S: Send,
+    F: FnMut(&mut S) -> senju::Result<Step> + Send,
+{
+    let cancel = AtomicBool::new(false);
+    loop {
+        // Decided per region: a convoy seen by the previous region holds the rest.
+        if !policy.releases(weight) {
+            match step(state).map_err(|e| storage_error(ruby, e))? {
+                Step::Done => return Ok(()),
+                Step::More => {
+                    policy.count_chunk();
+                    ruby.thread_check_ints()?;
+                    continue;
+                }
+            }
+        }
+        let started = Instant::now();
+        let ran = without_gvl(&cancel, || {
+            let result = loop {
+                match step(state) {
+                    Ok(Step::More) => {
+                        policy.count_chunk();
+                        // Relaxed: the flag carries no data; the UBF only asks us to stop.
+                        if cancel.load(Ordering::Relaxed) || started.elapsed() >= REGION {
+                            break Ok(Step::More);
+                        }
+                    }
+                    other => break other,
+                }
+            };
+            (result, started.elapsed())
+        });
+        let outcome = match ran {
+            // Ruby did not run the function: an interrupt was pending before release.
+            None => None,
+            Some(Ok((result, work))) => {
+                policy.record(work, started.elapsed());
+                Some(result)
+            }
+            Some(Err(panic)) => return Err(internal_error(ruby, &panic_message(&panic))),
+        };
+        // Interrupts first: `Thread#kill`, `Thread#raise` and signals take effect here.
+        ruby.thread_check_ints()?;
+        match outcome {
+            None | Some(Ok(Step::More)) => cancel.store(false, Ordering::Relaxed),
+            Some(Ok(Step::Done)) => return Ok(()),
+            Some(Err(e)) => return Err(storage_error(ruby, e)),
+        }
+    }
+}
+
+/// Runs `f` with the GVL released, on this thread, with a UBF that sets `cancel`. Returns
+/// `None` if Ruby did not run `f` because an interrupt was already pending (handle it with
+/// `thread_check_ints` and call again), else `f`'s result or its panic.
+fn without_gvl<F, R>(cancel: &AtomicBool, f: F) -> Option<std::thread::Result<R>>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    struct Slot<F, R> {
+        f: Option<F>,
+        out: Option<std::thread::Result<R>>,
+    }
+
+    unsafe extern "C" fn trampoline<F: FnOnce() -> R, R>(p: *mut c_void) -> *mut c_void {
+        // SAFETY: `p` is the `Slot` below, alive and not otherwise used until
+        // `rb_nogvl` returns; Ruby calls this at most once.
+        let slot = unsafe { &mut *p.cast::<Slot<F, R>>() };
+        if let Some(f) = slot.f.take() {
+            // A panic must not unwind through Ruby's C frames: catch it, rethrow it as an
+            // exception once the GVL is held again.
+            slot.out = Some(catch_unwind(AssertUnwindSafe(f)));
+        }
+        null_mut()
+    }
+
+    unsafe extern "C" fn ubf(p: *mut c_void) {
+        // SAFETY: `p` is the `cancel` flag, which outlives the `rb_nogvl` call during which
+        // Ruby may call this (from another thread or a signal handler: one atomic store is
+        // async-signal-safe).
+        let cancel = unsafe { &*p.cast::<AtomicBool>() };
+        cancel.store(true, Ordering::Relaxed);
+    }
+
+    let mut slot = Slot::<F, R> { f: Some(f), out: None };
+    // SAFETY: `trampoline::<F, R>` matches the slot's type; the slot and `cancel` live on this
+    // frame until `rb_nogvl` returns. The function touches no Ruby object (the closure's
+    // `Send` bound and the callers' copying rule). `RB_NOGVL_INTR_FAIL`: Ruby returns instead
+    // of handling interrupts (no longjmp across our frames); `RB_NOGVL_UBF_ASYNC_SAFE`: the
+    // UBF is a single atomic store, so Ruby may call it from a signal handler and need not
+    // start a helper thread for it.
+    unsafe {
+        rb_sys::rb_nogvl(
+            Some(trampoline::<F, R>),
+            (&raw mut slot).cast::<c_void>(),
+            Some(ubf),
+            std::ptr::from_ref(cancel).cast_mut().cast::<c_void>(),
+            (rb_sys::RB_NOGVL_INTR_FAIL | rb_sys::RB_NOGVL_UBF_ASYNC_SAFE) as i32,
+        );
+    }
+    slot.out
+}
+
+/// The message of a caught panic.
+fn panic_message(panic: &Box<dyn Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_owned()
+    }
+}

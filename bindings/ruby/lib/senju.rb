@@ -1,0 +1,153 @@
+# frozen_string_literal: true
+
+# senju: an embedded key-value database for multi-threaded programs.
+#
+#   require "senju"
+#   Senju::DB.open("data.sj") do |db|
+#     db["apple"] = "red"
+#     db["apple"]          # => "red" (a binary String)
+#   end
+#
+# Keys and values are byte strings: any String goes in (its bytes are stored as they
+# are), binary (ASCII-8BIT) Strings come out. See the README's Ruby section for the
+# GVL modes.
+
+require_relative "senju/version"
+require_relative "senju/error"
+require "senju/senju" # the native extension: lib/senju/senju.so
+
+module Senju
+  # A handle on an open database: a Hash-like store of String keys and values, safe to
+  # use from many threads at once (and from other Ractors once frozen with
+  # Ractor.make_shareable). Freezing the handle does not make the store read-only.
+  class DB
+    include Enumerable
+
+    # The gvl: modes, numbered as the extension numbers them.
+    GVL_MODES = { release: 0, hold: 1, auto: 2 }.freeze
+    # Pairs fetched per native call while iterating.
+    EACH_CHUNK = 1000
+    private_constant :EACH_CHUNK
+
+    private_class_method :new
+
+    class << self
+      # Opens (creating if needed) the database file at +path+, or an in-memory one with
+      # <tt>memory: true</tt>. With a block, yields the handle and closes it when the
+      # block ends (also on an exception), returning the block's value.
+      #
+      # Options: +gvl+ (:auto, :release or :hold), +memory+, +readonly+ (shared lock,
+      # writes raise ReadOnlyError), +truncate+ (start empty), +create+ (default true),
+      # +shards+ (a power of two, fixed when the file is created), +max_size+ (bytes),
+      # +capacity_hint+ (records expected).
+      def open(path = nil, gvl: :auto, memory: false, readonly: false, truncate: false,
+               create: true, shards: nil, max_size: nil, capacity_hint: nil)
+        db = _open(*open_args(path, gvl, memory, readonly, truncate, create, shards,
+                              max_size, capacity_hint))
+        return db unless block_given?
+
+        begin
+          yield db
+        ensure
+          db.close
+        end
+      end
+
+      private
+
+      def open_args(path, gvl, memory, readonly, truncate, create, shards, max_size, capacity_hint)
+        path = path.to_path if path.respond_to?(:to_path)
+        unless path.nil? || path.is_a?(String)
+          raise TypeError, "path must be a String or Pathname, not #{path.class}"
+        end
+        raise ArgumentError, "give a path, or memory: true" if path.nil? && !memory
+        raise ArgumentError, "memory: true takes no path" if path && memory
+        raise ArgumentError, "an in-memory database cannot be readonly" if memory && readonly
+        mode = GVL_MODES.fetch(gvl) do
+          raise ArgumentError, "gvl: must be one of #{GVL_MODES.keys.inspect}, not #{gvl.inspect}"
+        end
+        [path, mode, memory ? true : false, readonly ? true : false, truncate ? true : false,
+         create ? true : false, int_option(:shards, shards), int_option(:max_size, max_size),
+         int_option(:capacity_hint, capacity_hint)]
+      end
+
+      def int_option(name, value)
+        return nil if value.nil?
+        raise TypeError, "#{name}: must be an Integer, not #{value.class}" unless value.is_a?(Integer)
+        raise ArgumentError, "#{name}: must not be negative" if value.negative?
+
+        value
+      end
+    end
+
+    alias store []=
+    alias include? key?
+    alias has_key? key?
+    alias member? key?
+    alias length size
+
+    # The GVL mode given to open (:auto, :release or :hold).
+    def gvl
+      GVL_MODES.key(_gvl)
+    end
+
+    # Like Hash#fetch: the value, else the block's value, else +default+, else KeyError.
+    def fetch(key, *default)
+      if default.size > 1
+        raise ArgumentError, "wrong number of arguments (given #{default.size + 1}, expected 1..2)"
+      end
+
+      value = self[key]
+      return value unless value.nil?
+      return yield(key) if block_given?
+      return default[0] unless default.empty?
+
+      raise KeyError.new("key not found: #{key.inspect}", receiver: self, key: key)
+    end
+
+    # Yields every (key, value) pair, a chunk of pairs per native call. Weakly consistent:
+    # a pair present for the whole scan is yielded once; pairs set or deleted meanwhile may
+    # or may not be. Without a block, returns an Enumerator.
+    def each
+      return enum_for(:each) { size } unless block_given?
+
+      cursor = _cursor
+      loop do
+        chunk = cursor.next_pairs(EACH_CHUNK)
+        break if chunk.empty?
+
+        i = 0
+        n = chunk.size
+        while i < n
+          yield chunk[i], chunk[i + 1]
+          i += 2
+        end
+      end
+      self
+    end
+    alias each_pair each
+
+    # Every value (a scan).
+    def values
+      map { |_, v| v }
+    end
+
+    # Whether there are no records.
+    def empty?
+      size.zero?
+    end
+
+    # Makes earlier writes durable: <tt>hard: true</tt> survives a power loss (fsync),
+    # the default survives a crash of the process and starts write-back.
+    def sync(hard: false)
+      _sync(hard ? true : false)
+      nil
+    end
+
+    def inspect
+      where = path ? path.inspect : "memory"
+      "#<#{self.class} #{where} gvl=#{gvl}#{closed? ? " closed" : ""}>"
+    end
+    alias to_s inspect
+  end
+end

@@ -1,0 +1,214 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Threads and the GVL: concurrent use against a model, close racing busy threads,
+# Thread#kill / Thread#raise cancelling long calls (counted in chunks, never timed), and
+# calls from a non-main Ractor.
+class TestThreads < Minitest::Test
+  include SenjuTestHelper
+
+  MODES = %i[auto release hold].freeze
+  CHUNK = 1000 # items per chunk in the extension (gvl.rs CHUNK)
+
+  # 8 threads on 16 shared counters and logs: every compare_and_set increment and every
+  # append each thread made must be in the final state, no more, no fewer.
+  def test_eight_threads_on_overlapping_keys_match_a_model
+    MODES.each do |gvl|
+      Senju::DB.open(memory: true, gvl: gvl) do |db|
+        keys = Array.new(16) { |i| "counter#{i}" }
+        threads = Array.new(8) do |t|
+          Thread.new do
+            rng = Random.new(t)
+            made = Hash.new(0)
+            400.times do |i|
+              k = keys.sample(random: rng)
+              loop do # compare-and-set increment
+                old = db[k]
+                break if db.compare_and_set(k, old, ((old || "0").to_i + 1).to_s)
+              end
+              made[k] += 1
+              db.append("log-#{k}", "#{t},")
+              db.set_many({ "last-#{t}" => i.to_s, "mine-#{t}-#{i % 7}" => k }) if i % 10 == 0
+              db.get_many(keys) if i % 25 == 0
+            end
+            made
+          end
+        end
+        totals = Hash.new(0)
+        per_thread = threads.map(&:value)
+        per_thread.each { |made| made.each { |k, n| totals[k] += n } }
+        keys.each do |k|
+          assert_equal totals[k], (db[k] || "0").to_i, "#{gvl}: counter #{k}"
+          log = (db["log-#{k}"] || "").split(",").tally
+          per_thread.each_with_index do |made, t|
+            assert_equal made[k], log.fetch(t.to_s, 0), "#{gvl}: appends of thread #{t} to #{k}"
+          end
+        end
+        8.times { |t| assert_equal "390", db["last-#{t}"] }
+        assert_equal 3200, totals.values.sum
+      end
+    end
+  end
+
+  # close() while 4 threads hammer the handle, 100 times: every thread ends with
+  # ClosedError (never a crash or another error), and the handle is closed afterwards.
+  def test_close_racing_busy_threads
+    100.times do |round|
+      gvl = MODES[round % 3]
+      file = (round % 10).zero?
+      db = file ? Senju::DB.open(db_path("race#{round}.sj"), gvl: gvl) : Senju::DB.open(memory: true, gvl: gvl)
+      db.set_many(Array.new(2000) { |i| ["k#{i}", "v#{i}"] }.to_h)
+      started = Queue.new
+      threads = Array.new(4) do |t|
+        Thread.new do
+          ops = 0
+          begin
+            loop do
+              k = "k#{(ops * 7 + t) % 2000}"
+              case ops % 5
+              when 0 then db[k] = "w#{ops}"
+              when 1 then db[k]
+              when 2 then db.get_many(Array.new(100) { |i| "k#{i}" })
+              when 3 then db.set_many(Array.new(100) { |i| ["k#{i}", "x"] }.to_h)
+              else db.each { nil }
+              end
+              ops += 1
+              started << t if ops == 1
+              Thread.pass # lets the main thread in soon under gvl: :hold too
+            end
+          rescue Senju::ClosedError
+            ops
+          end
+        end
+      end
+      4.times { started.pop }
+      db.close
+      counts = threads.map(&:value) # re-raises anything but ClosedError
+      assert(counts.all?(&:positive?), "round #{round}: every thread ran")
+      assert db.closed?
+      assert_raises(Senju::ClosedError) { db["k1"] }
+    end
+  end
+
+  # Thread#raise during a big set_many: the call stops within a few chunks of the raise.
+  # Progress is counted in records written (db.size), never in time.
+  def test_raise_stops_a_big_batch_within_a_few_chunks
+    total = 400_000
+    pairs = Array.new(total) { |i| ["key#{i}", "v"] }.to_h
+    MODES.each do |gvl|
+      Senju::DB.open(memory: true, gvl: gvl) do |db|
+        worker = Thread.new do
+          Thread.current.report_on_exception = false
+          db.set_many(pairs)
+          :finished
+        end
+        Thread.pass until db.size.positive? || !worker.alive?
+        before = db.size
+        worker.raise(Interrupt, "stop")
+        assert_raises(Interrupt) { worker.value }
+        after = db.size
+        assert_operator after, :<, total, "#{gvl}: the batch was cut short"
+        assert_operator after - before, :<=, 8 * CHUNK, "#{gvl}: stopped within 8 chunks"
+      end
+    end
+  end
+
+  # Thread#kill during a long native scan (db.keys) and a long get_many: each stops within a
+  # few chunks, counted by the handle's chunk counter (stats[:chunks]).
+  def test_kill_stops_a_long_scan_and_a_long_batch_within_a_few_chunks
+    n = 300_000
+    keys = Array.new(n) { |i| "key#{i}" }
+    MODES.each do |gvl|
+      Senju::DB.open(memory: true, gvl: gvl, shards: 512) do |db|
+        db.set_many(keys.to_h { |k| [k, "v"] })
+        # Repeated so that even under :hold (where the main thread runs only when the
+        # worker yields at a timeslice, every 100 ms) the call is still going.
+        [-> { 5.times { db.keys } }, -> { 5.times { db.get_many(keys) } }].each_with_index do |call, which|
+          start = db.stats[:chunks]
+          worker = Thread.new do
+            call.call
+            :finished
+          end
+          Thread.pass until db.stats[:chunks] > start || !worker.alive?
+          before = db.stats[:chunks]
+          worker.kill
+          assert_nil worker.value, "#{gvl}/#{which}: killed, not finished"
+          ran = db.stats[:chunks] - start
+          assert_operator db.stats[:chunks] - before, :<=, 8, "#{gvl}/#{which}: stopped within 8 chunks"
+          assert_operator ran, :<, 5 * n / CHUNK, "#{gvl}/#{which}: the call was cut short"
+        end
+      end
+    end
+  end
+
+  # Ctrl-C (SIGINT) while the main thread is inside a long native scan, alone and with
+  # another thread alive (then Ruby 3.1 does not call the UBF for the signal; the released
+  # region's time bound is what notices it): the scan stops early, counted in chunks, and
+  # Interrupt reaches the program, which exits normally.
+  def test_sigint_stops_a_long_scan_on_the_main_thread
+    lib = File.expand_path("../lib", __dir__)
+    script = <<~RUBY
+      require "senju"
+      db = Senju::DB.open(memory: true, shards: 512)
+      db.set_many(Array.new(500_000) { |i| ["key\#{i}", "v"] }.to_h)
+      start = db.stats[:chunks]
+      db.keys
+      full = db.stats[:chunks] - start
+      start = db.stats[:chunks]
+      announce = -> { $stdout.puts "scanning"; $stdout.flush }
+      if ARGV[0] == "threads"
+        Thread.new { Thread.pass until db.stats[:chunks] > start; announce.call }
+      end
+      begin
+        announce.call unless ARGV[0] == "threads"
+        db.keys
+        puts "finished"
+      rescue Interrupt
+        puts "interrupted after \#{db.stats[:chunks] - start} of \#{full} chunks"
+      end
+    RUBY
+    %w[alone threads].each do |mode|
+      IO.popen([RbConfig.ruby, "-I", lib, "-e", script, mode], "r+") do |io|
+        assert_equal "scanning\n", io.gets
+        Process.kill(:INT, io.pid)
+        line = io.gets
+        m = /\Ainterrupted after (\d+) of (\d+) chunks/.match(line)
+        assert m, "#{mode}: #{line.inspect}"
+        assert_operator m[1].to_i, :<, m[2].to_i, "#{mode}: the scan was cut short"
+      end
+      assert_predicate $?, :success?
+    end
+  end
+
+  # An interrupt that raises wins over a finished call, and the handle stays usable.
+  def test_handle_is_usable_after_interrupted_calls
+    Senju::DB.open(memory: true, gvl: :release) do |db|
+      t = Thread.new do
+        Thread.current.report_on_exception = false
+        loop { db.get_many(Array.new(2000) { |i| "k#{i}" }) }
+      end
+      Thread.pass until db.stats[:chunks] >= 4
+      t.raise(RuntimeError, "done")
+      assert_raises(RuntimeError) { t.join }
+      db["k"] = "v"
+      assert_equal "v", db["k"]
+    end
+  end
+
+  def test_call_from_a_non_main_ractor
+    skip "Ractor needs Ruby 3.0+" unless defined?(Ractor)
+    Senju::DB.open(memory: true) do |db|
+      db["from-main"] = "1"
+      shared = Ractor.make_shareable(db)
+      assert Ractor.shareable?(shared)
+      r = Ractor.new(shared) do |d|
+        d["from-ractor"] = "2"
+        d.set_many({ "a" => "x", "b" => "y" })
+        [d["from-main"], d.get_many(%w[a b]), d.size, d.fetch("a"), d.keys.size]
+      end
+      assert_equal ["1", %w[x y], 4, "x", 4], r.take
+      assert_equal "2", db["from-ractor"]
+    end
+  end
+end
