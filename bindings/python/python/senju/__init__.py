@@ -1,0 +1,180 @@
+"""senju: an embedded key-value database whose Python threads run in parallel.
+
+A database behaves as a :class:`collections.abc.MutableMapping` of ``bytes`` to ``bytes``
+(``str`` keys and values are accepted and stored as UTF-8; values come back as ``bytes``)::
+
+    import senju
+
+    with senju.open("data.sj") as db:        # created if missing
+        db[b"apple"] = b"red"
+        db["pear"] = "green"                 # stored as b"pear" -> b"green"
+        assert db[b"pear"] == b"green"
+        db.set_many({b"a": b"1", b"b": b"2"})    # one call, one GIL release
+        print(db.get_many([b"a", b"zzz"]))       # [b'1', None]
+
+Every method may be called from any number of threads at once. ``gil=`` chooses when calls
+release the GIL: ``"auto"`` (default: batches, scans, sync, rebuild and values of 4 KiB or
+more), ``"release"`` (every call) or ``"hold"`` (never). See the README's "Python" section.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import ItemsView, Iterable, Iterator, MutableMapping, ValuesView
+from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
+
+from ._errors import (
+    ClosedError,
+    CorruptedError,
+    Error,
+    FullError,
+    InvalidOptionError,
+    IoError,
+    LockedError,
+    NeedsRecoveryError,
+    NotADatabaseError,
+    NotFoundError,
+    ReadOnlyError,
+    TooLargeError,
+    UnsupportedVersionError,
+)
+from ._senju import LARGE_VALUE, MAX_KEY_LEN, MAX_VALUE_LEN, SCAN_CHUNK, __version__
+from ._senju import Db as _NativeDb
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from _typeshed import SupportsKeysAndGetItem
+
+    GilMode = Literal["auto", "release", "hold"]
+
+__all__ = [
+    "open",
+    "Db",
+    "Error",
+    "LockedError",
+    "NotADatabaseError",
+    "UnsupportedVersionError",
+    "CorruptedError",
+    "InvalidOptionError",
+    "NotFoundError",
+    "NeedsRecoveryError",
+    "IoError",
+    "ClosedError",
+    "TooLargeError",
+    "FullError",
+    "ReadOnlyError",
+    "MAX_KEY_LEN",
+    "MAX_VALUE_LEN",
+    "LARGE_VALUE",
+    "SCAN_CHUNK",
+    "__version__",
+]
+
+_Bytes = Union[bytes, bytearray, str]
+
+
+class _Values(ValuesView[bytes]):
+    """``db.values()``: iterates in chunks in Rust instead of one lookup per key."""
+
+    __slots__ = ()
+    _mapping: Db
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._mapping._iter_values()
+
+
+class _Items(ItemsView[bytes, bytes]):
+    """``db.items()``: iterates in chunks in Rust instead of one lookup per key."""
+
+    __slots__ = ()
+    _mapping: Db
+
+    def __iter__(self) -> Iterator[Tuple[bytes, bytes]]:
+        return self._mapping._iter_items()
+
+
+class Db(_NativeDb, MutableMapping[bytes, bytes]):
+    """An open senju database (see :func:`open`): a mutable mapping of bytes to bytes.
+
+    The mapping methods, ``get_many``/``set_many``/``remove_many``, ``compare_and_set``,
+    ``append``, ``update_value``, ``sync``, ``rebuild``, ``stats`` and ``close`` are
+    implemented in Rust; ``values()``, ``items()``, ``update()`` and ``popitem()`` here.
+    Iteration is weakly consistent: a key present for the whole scan is seen exactly once.
+    """
+
+    __slots__ = ()
+
+    def values(self) -> ValuesView[bytes]:
+        return _Values(self)
+
+    def items(self) -> ItemsView[bytes, bytes]:
+        return _Items(self)
+
+    def update(
+        self,
+        other: Union[
+            SupportsKeysAndGetItem[bytes, _Bytes],
+            SupportsKeysAndGetItem[str, _Bytes],
+            Iterable[Tuple[_Bytes, _Bytes]],
+        ] = (),
+        /,
+        **kwds: _Bytes,
+    ) -> None:
+        """Sets every pair of ``other`` (a mapping or pairs) and of ``kwds``, in batches."""
+        if hasattr(other, "items"):
+            self.set_many(other)  # type: ignore[arg-type]
+        elif hasattr(other, "keys"):
+            mapping: Any = other
+            self.set_many([(k, mapping[k]) for k in mapping.keys()])
+        else:
+            self.set_many(other)
+        if kwds:
+            self.set_many(kwds)
+
+    def popitem(self) -> Tuple[bytes, bytes]:
+        """Removes and returns some ``(key, value)`` pair; ``KeyError`` if empty."""
+        for key in self:
+            value = self.pop(key, None)
+            if value is not None:
+                return key, value
+        raise KeyError("popitem(): database is empty")
+
+
+def open(
+    path: Union[str, "os.PathLike[str]", None] = None,
+    *,
+    memory: bool = False,
+    readonly: bool = False,
+    truncate: bool = False,
+    create: bool = True,
+    gil: GilMode = "auto",
+    shards: Optional[int] = None,
+    max_size: Optional[int] = None,
+    capacity_hint: Optional[int] = None,
+) -> Db:
+    """Opens the database file at ``path`` (created if missing), or a new in-memory one with
+    ``memory=True``.
+
+    ``readonly``: open for reading only (a shared lock; any number of readers, no writer).
+    ``truncate``: start empty. ``create=False``: fail with :class:`NotFoundError` if missing.
+    ``gil``: ``"auto"`` (default), ``"release"`` or ``"hold"`` (see the module docstring).
+    ``shards`` (a power of two, default 128; fixed when the file is created),
+    ``max_size`` (bytes, default 256 GiB), ``capacity_hint`` (records expected): as in the
+    Rust ``Builder``.
+
+    A file another process has open for writing raises :class:`LockedError`.
+    """
+    fspath = None if path is None else os.fspath(path)
+    return Db(
+        fspath,
+        memory=memory,
+        readonly=readonly,
+        truncate=truncate,
+        create=create,
+        gil=gil,
+        shards=shards,
+        max_size=max_size,
+        capacity_hint=capacity_hint,
+    )
+

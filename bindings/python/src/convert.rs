@@ -1,0 +1,75 @@
+//! Python arguments as byte strings, and byte strings as Python `bytes`.
+//!
+//! `bytes` arguments are borrowed, not copied: a `bytes` object is immutable and the caller
+//! keeps it alive for the whole call, so its buffer may be read with the GIL released. `str`
+//! is encoded as UTF-8 (borrowed where the interpreter caches the encoding) and `bytearray`,
+//! which another thread could resize, is copied while the GIL is held.
+
+use std::borrow::Cow;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyString};
+
+use crate::errors;
+
+/// A key or value taken from a Python argument.
+pub(crate) enum Arg<'a> {
+    /// The buffer of an immutable `bytes` or `str` object the caller keeps alive.
+    Borrowed(&'a [u8]),
+    /// A copy (a `bytearray`, or a `str` the interpreter had to encode).
+    Owned(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Arg<'_> {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Arg::Borrowed(b) => b,
+            Arg::Owned(v) => v,
+        }
+    }
+}
+
+/// `obj` as bytes: `bytes`, `str` (UTF-8) or `bytearray`; otherwise a `TypeError` that says
+/// `what` it was for and which type was given.
+#[inline]
+pub(crate) fn arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Arg<'a>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Arg::Borrowed(b.as_bytes()));
+    }
+    arg_slow(obj, what)
+}
+
+#[cold]
+fn arg_slow<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Arg<'a>> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(match s.to_cow()? {
+            Cow::Borrowed(s) => Arg::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Arg::Owned(s.into_bytes()),
+        });
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(Arg::Owned(b.to_vec()));
+    }
+    Err(errors::wrong_type(what, obj))
+}
+
+/// `obj` as bytes, or `None` for Python's `None`.
+pub(crate) fn opt_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Arg<'a>>> {
+    if obj.is_none() { Ok(None) } else { arg(obj, what).map(Some) }
+}
+
+/// Every item of the iterable `obj` as bytes (the objects are kept in `keep` so that the
+/// borrowed buffers stay valid).
+pub(crate) fn args<'a, 'py>(keep: &'a [Bound<'py, PyAny>], what: &str) -> PyResult<Vec<Arg<'a>>> {
+    keep.iter().map(|o| arg(o, what)).collect()
+}
+
+/// The items of the iterable `obj`, collected so that their buffers can be borrowed.
+pub(crate) fn collect<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
+    for item in obj.try_iter()? {
+        out.push(item?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,600 @@
+//! The `Db` class: one open database, shared by any number of Python threads.
+//!
+//! The object is frozen (no `&mut self`, so no runtime borrow is held while the GIL is
+//! released) and holds an `Arc<Inner>`; scans hold a clone, so the store outlives every call
+//! and iterator that uses it. `close()` only flips the engine's closed flag and writes the
+//! file's end state (`senju::Db::close` is safe while other threads are inside calls): calls in
+//! flight finish, later ones raise `ClosedError`, nothing is freed under a running thread.
+//!
+//! No Python code runs while a store lock is held: `update_value` calls the user's function
+//! between a read and a `compare_and_set`, never inside the engine's `update`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use senju::{Db, Durability};
+
+use crate::convert::{self, Arg};
+use crate::errors;
+use crate::gil::{Gil, LARGE};
+use crate::scan::{Kind, Scan};
+
+/// The store and the handle's settings, shared by the handle and its scans.
+pub(crate) struct Inner {
+    pub(crate) db: Db,
+    pub(crate) gil: Gil,
+    closed: AtomicBool,
+    /// The length of the value the last read returned if it was [`LARGE`] or more, else 0:
+    /// `Auto` releases the GIL for the next read when it is not 0, and a released read
+    /// copies straight into a `bytes` object of this length when the value still has it.
+    large_read_len: AtomicUsize,
+    path: Option<PathBuf>,
+    read_only: bool,
+}
+
+impl Inner {
+    /// `ClosedError` once `close()` has been called.
+    #[inline]
+    pub(crate) fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+        // Relaxed: a hint for a clear error; the engine checks its own flag on every call.
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(errors::storage(py, senju::StorageError::Closed));
+        }
+        Ok(())
+    }
+}
+
+/// A pointer into a fresh `bytes` object that only the calling frame references, so that it
+/// may be filled with the GIL released.
+struct Dest(*mut u8);
+
+// SAFETY: the pointer is written through only by the one closure it is moved into, while the
+// owning `bytes` object is kept alive, and shared with nobody, by the calling frame.
+unsafe impl Send for Dest {}
+
+/// An open senju database (use `senju.open`). Behaves as a mutable mapping from bytes to bytes.
+#[pyclass(frozen, subclass, module = "senju._senju", name = "Db")]
+pub(crate) struct PyDb {
+    inner: Arc<Inner>,
+}
+
+impl PyDb {
+    /// The value of `key` as a new `bytes` object, or `None`.
+    ///
+    /// Held: straight from the map into the object (the closure runs under an epoch pin, not
+    /// a lock, and creating `bytes` runs no Python code). Released: verified and copied with
+    /// the GIL released, into an object of the length the previous large read returned when
+    /// that still fits, else into a buffer copied into the object afterwards. `Auto` releases
+    /// only if the previous read on this handle returned a large value: the length is known
+    /// only after the lookup, which for a large value costs more (checksum and copy) than the
+    /// release.
+    fn get_bytes<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let inner = &*self.inner;
+        let db = &inner.db;
+        // Relaxed: a hint; any value is correct.
+        let hint = inner.large_read_len.load(Ordering::Relaxed);
+        let release = match inner.gil {
+            Gil::Release => true,
+            Gil::Hold => false,
+            Gil::Auto => hint != 0,
+        };
+        let (found, len) = if !release {
+            let v = db.get_with(key, |v| (PyBytes::new(py, v), v.len()));
+            match v.map_err(|e| errors::storage(py, e))? {
+                Some((b, len)) => (Some(b), len),
+                None => (None, 0),
+            }
+        } else if hint == 0 {
+            let v = py.detach(|| db.get_with(key, <[u8]>::to_vec));
+            let v = v.map_err(|e| errors::storage(py, e))?;
+            let len = v.as_ref().map_or(0, Vec::len);
+            (v.map(|v| PyBytes::new(py, &v)), len)
+        } else {
+            self.get_into(py, key, hint)?
+        };
+        let new_hint = if len >= LARGE { len } else { 0 };
+        if inner.gil != Gil::Hold && found.is_some() && new_hint != hint {
+            inner.large_read_len.store(new_hint, Ordering::Relaxed);
+        }
+        Ok(found)
+    }
+
+    /// Reads `key` with the GIL released straight into a new `bytes` object of `len` bytes,
+    /// or, if the value has another length, into a buffer copied into an object afterwards.
+    fn get_into<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        len: usize,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, usize)> {
+        let db = &self.inner.db;
+        // SAFETY: `PyBytes_FromStringAndSize(NULL, n)` only allocates: it returns a new
+        // reference to an object of length `n` whose contents are unset, or NULL with an
+        // exception set.
+        let ptr = unsafe {
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as pyo3::ffi::Py_ssize_t)
+        };
+        // SAFETY: `ptr` is a new (owned) reference, or NULL with an exception set.
+        let obj = unsafe { Bound::from_owned_ptr_or_err(py, ptr) }?.cast_into::<PyBytes>()?;
+        // SAFETY: `obj` is a `bytes` object of `len` bytes; its buffer lives as long as `obj`.
+        let dest = Dest(unsafe { pyo3::ffi::PyBytes_AsString(obj.as_ptr()) }.cast::<u8>());
+        let got = py.detach(move || {
+            let dest = dest;
+            db.get_with(key, |v| {
+                if v.len() != len {
+                    return Some(v.to_vec());
+                }
+                // SAFETY: `dest` points at `len` writable bytes that nothing else reads or
+                // writes until this call returns: the object is new and referenced only by the
+                // calling frame, which keeps it alive. `v` is `len` bytes of the map.
+                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), dest.0, len) };
+                None
+            })
+        });
+        Ok(match got.map_err(|e| errors::storage(py, e))? {
+            None => (None, 0),
+            Some(None) => (Some(obj), len),
+            Some(Some(other)) => (Some(PyBytes::new(py, &other)), other.len()),
+        })
+    }
+
+    fn set_bytes(&self, py: Python<'_>, key: &[u8], value: &[u8]) -> PyResult<()> {
+        let db = &self.inner.db;
+        let release = self.inner.gil.releases_for(key.len() + value.len());
+        Gil::run(py, release, || db.set(key, value)).map_err(|e| errors::storage(py, e))
+    }
+
+    fn cas(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> PyResult<bool> {
+        let db = &self.inner.db;
+        let bytes = key.len() + expected.map_or(0, <[u8]>::len) + new.map_or(0, <[u8]>::len);
+        let release = self.inner.gil.releases_for(bytes);
+        Gil::run(py, release, || db.compare_and_set(key, expected, new))
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    fn scan(&self, py: Python<'_>, kind: Kind) -> PyResult<Scan> {
+        self.inner.check_open(py)?;
+        Ok(Scan::new(self.inner.clone(), kind))
+    }
+}
+
+/// `(key, value)` pairs from a mapping (its `items()`) or an iterable of pairs.
+fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    let py = obj.py();
+    let items = if obj.hasattr(pyo3::intern!(py, "items"))? {
+        obj.call_method0(pyo3::intern!(py, "items"))?
+    } else {
+        obj.clone()
+    };
+    let mut out = Vec::with_capacity(items.len().unwrap_or(0));
+    for (i, item) in items.try_iter()?.enumerate() {
+        let item = item?;
+        if let Ok(t) = item.cast::<PyTuple>()
+            && t.len() == 2
+        {
+            out.push((t.get_item(0)?, t.get_item(1)?));
+            continue;
+        }
+        let parts = convert::collect(&item).ok().filter(|p| p.len() == 2);
+        let Some([k, v]) = parts.and_then(|p| <[_; 2]>::try_from(p).ok()) else {
+            let name = item.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+            return Err(PyTypeError::new_err(format!(
+                "set_many takes a mapping or an iterable of (key, value) pairs; item {i} is a \
+                 {name}, not a pair"
+            )));
+        };
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl PyDb {
+    #[new]
+    #[pyo3(signature = (path=None, *, memory=false, readonly=false, truncate=false, create=true,
+                        gil="auto", shards=None, max_size=None, capacity_hint=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        memory: bool,
+        readonly: bool,
+        truncate: bool,
+        create: bool,
+        gil: &str,
+        shards: Option<u32>,
+        max_size: Option<u64>,
+        capacity_hint: Option<u64>,
+    ) -> PyResult<PyDb> {
+        let gil = Gil::parse(py, gil)?;
+        let mut b = Db::builder().create(create).truncate(truncate).read_only(readonly);
+        if let Some(n) = shards {
+            b = b.shards(n);
+        }
+        if let Some(n) = max_size {
+            b = b.max_size(n);
+        }
+        if let Some(n) = capacity_hint {
+            b = b.capacity_hint(n);
+        }
+        let path = match (path, memory) {
+            (None, true) => None,
+            (Some(p), false) => Some(p),
+            (Some(_), true) => {
+                return Err(errors::invalid_option(
+                    py,
+                    "invalid option `memory`: an in-memory database takes no path; pass \
+                     path=None or memory=False"
+                        .to_owned(),
+                ));
+            }
+            (None, false) => {
+                return Err(errors::invalid_option(
+                    py,
+                    "invalid option `path`: give the database file's path, or memory=True"
+                        .to_owned(),
+                ));
+            }
+        };
+        // Opening may recover a file that was not closed cleanly: long work.
+        let db = Gil::run(py, gil.releases_long(), || match &path {
+            Some(p) => b.open(p),
+            None => b.memory(),
+        })
+        .map_err(|e| errors::open(py, e))?;
+        let inner = Inner {
+            db,
+            gil,
+            closed: AtomicBool::new(false),
+            large_read_len: AtomicUsize::new(0),
+            path,
+            read_only: readonly,
+        };
+        Ok(PyDb { inner: Arc::new(inner) })
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let k = convert::arg(key, "key")?;
+        self.get_bytes(py, k.as_ref())?.ok_or_else(|| errors::missing(key))
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let k = convert::arg(key, "key")?;
+        let v = convert::arg(value, "value")?;
+        self.set_bytes(py, k.as_ref(), v.as_ref())
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = convert::arg(key, "key")?;
+        let (k, db) = (k.as_ref(), &self.inner.db);
+        let release = self.inner.gil.releases_for(k.len());
+        if Gil::run(py, release, || db.remove(k)).map_err(|e| errors::storage(py, e))? {
+            Ok(())
+        } else {
+            Err(errors::missing(key))
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = convert::arg(key, "key")?;
+        let (k, db) = (k.as_ref(), &self.inner.db);
+        Gil::run(py, self.inner.gil == Gil::Release, || db.contains(k))
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.inner.check_open(py)?;
+        Ok(usize::try_from(self.inner.db.len()).unwrap_or(usize::MAX))
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Scan> {
+        self.scan(py, Kind::Keys)
+    }
+
+    /// An iterator over the values (for `values()`).
+    fn _iter_values(&self, py: Python<'_>) -> PyResult<Scan> {
+        self.scan(py, Kind::Values)
+    }
+
+    /// An iterator over `(key, value)` pairs (for `items()`).
+    fn _iter_items(&self, py: Python<'_>) -> PyResult<Scan> {
+        self.scan(py, Kind::Items)
+    }
+
+    /// The value of `key`, or `default` if absent.
+    #[pyo3(signature = (key, default=None, /))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let k = convert::arg(key, "key")?;
+        Ok(match self.get_bytes(py, k.as_ref())? {
+            Some(v) => Some(v.into_any()),
+            None => default,
+        })
+    }
+
+    /// Removes `key` and returns its value; if absent, returns `default` or raises `KeyError`.
+    #[pyo3(signature = (key, /, *default))]
+    fn pop<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if default.len() > 1 {
+            return Err(PyTypeError::new_err(format!(
+                "pop expected at most 2 arguments, got {}",
+                default.len() + 1
+            )));
+        }
+        let k = convert::arg(key, "key")?;
+        let k = k.as_ref();
+        loop {
+            let Some(old) = self.get_bytes(py, k)? else {
+                return match default.len() {
+                    0 => Err(errors::missing(key)),
+                    _ => default.get_item(0),
+                };
+            };
+            if self.cas(py, k, Some(old.as_bytes()), None)? {
+                return Ok(old.into_any());
+            }
+        }
+    }
+
+    /// The value of `key`; if absent, sets it to `default` first (atomically). `default` is
+    /// required in practice: `None` cannot be stored.
+    #[pyo3(signature = (key, default=None, /))]
+    fn setdefault<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let k = convert::arg(key, "key")?;
+        let k = k.as_ref();
+        if let Some(old) = self.get_bytes(py, k)? {
+            return Ok(old);
+        }
+        let none = py.None().into_bound(py);
+        let v = convert::arg(default.unwrap_or(&none), "value")?;
+        let v = v.as_ref();
+        loop {
+            if self.cas(py, k, None, Some(v))? {
+                return Ok(PyBytes::new(py, v));
+            }
+            if let Some(old) = self.get_bytes(py, k)? {
+                return Ok(old);
+            }
+        }
+    }
+
+    /// The values of `keys` in order, `None` for each absent key (one GIL release for all).
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let objs = convert::collect(keys)?;
+        let ks = convert::args(&objs, "key")?;
+        let db = &self.inner.db;
+        // Copied into one buffer with the GIL released; the `bytes` objects are made after.
+        let found = Gil::run(py, self.inner.gil.releases_long(), || {
+            let mut buf = Vec::new();
+            let mut spans = Vec::with_capacity(ks.len());
+            for k in &ks {
+                spans.push(db.get_with(k.as_ref(), |v| {
+                    let start = buf.len();
+                    buf.extend_from_slice(v);
+                    (start, v.len())
+                })?);
+            }
+            Ok((buf, spans))
+        });
+        let (buf, spans) = found.map_err(|e| errors::storage(py, e))?;
+        PyList::new(
+            py,
+            spans.into_iter().map(|s| s.map(|(at, n)| PyBytes::new(py, &buf[at..at + n]))),
+        )
+    }
+
+    /// Sets every pair of a mapping or an iterable of `(key, value)` pairs (one GIL release
+    /// for all; each set is atomic, the batch is not).
+    fn set_many(&self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let objs = pairs_of(pairs)?;
+        let ps = objs
+            .iter()
+            .map(|(k, v)| Ok((convert::arg(k, "key")?, convert::arg(v, "value")?)))
+            .collect::<PyResult<Vec<(Arg<'_>, Arg<'_>)>>>()?;
+        let db = &self.inner.db;
+        Gil::run(py, self.inner.gil.releases_long(), || db.set_many(&ps))
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    /// Removes every key in `keys`; returns how many were present.
+    fn remove_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let objs = convert::collect(keys)?;
+        let ks = convert::args(&objs, "key")?;
+        let db = &self.inner.db;
+        Gil::run(py, self.inner.gil.releases_long(), || db.remove_many(&ks))
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    /// If the value of `key` is `expected` (`None`: absent), sets it to `new` (`None`:
+    /// remove) and returns `True`; otherwise changes nothing and returns `False`.
+    fn compare_and_set(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        expected: &Bound<'_, PyAny>,
+        new: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let k = convert::arg(key, "key")?;
+        let e = convert::opt_arg(expected, "expected")?;
+        let n = convert::opt_arg(new, "new")?;
+        self.cas(py, k.as_ref(), e.as_ref().map(AsRef::as_ref), n.as_ref().map(AsRef::as_ref))
+    }
+
+    /// Appends `value` to the value of `key` (an absent key counts as empty).
+    fn append(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let k = convert::arg(key, "key")?;
+        let v = convert::arg(value, "value")?;
+        let (k, v, db) = (k.as_ref(), v.as_ref(), &self.inner.db);
+        let release = self.inner.gil.releases_for(k.len() + v.len());
+        Gil::run(py, release, || db.append(k, v)).map_err(|e| errors::storage(py, e))
+    }
+
+    /// Replaces the value of `key` by `fn(old)` (`old` is `None` if absent; returning `None`
+    /// removes the key) and returns the new value. `fn` runs with no store lock held and may
+    /// run more than once if another thread changes the key meanwhile.
+    fn update_value<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        func: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let k = convert::arg(key, "key")?;
+        let k = k.as_ref();
+        loop {
+            let old = self.get_bytes(py, k)?;
+            let new_obj = func.call1((old.clone(),))?;
+            let new = convert::opt_arg(&new_obj, "the value returned by update_value's function")?;
+            let expected = old.as_ref().map(|b| b.as_bytes());
+            if self.cas(py, k, expected, new.as_ref().map(AsRef::as_ref))? {
+                return Ok(match new {
+                    None => None,
+                    Some(Arg::Owned(v)) => Some(PyBytes::new(py, &v)),
+                    Some(Arg::Borrowed(b)) => match new_obj.cast::<PyBytes>() {
+                        Ok(same) => Some(same.clone()),
+                        Err(_) => Some(PyBytes::new(py, b)),
+                    },
+                });
+            }
+            py.check_signals()?;
+        }
+    }
+
+    /// Removes every record.
+    fn clear(&self, py: Python<'_>) -> PyResult<()> {
+        let db = &self.inner.db;
+        Gil::run(py, self.inner.gil.releases_long(), || db.clear())
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    /// Makes every earlier write durable: against a crash of the process (`hard=False`,
+    /// already true of every write; starts writing back) or of the machine (`hard=True`).
+    #[pyo3(signature = (hard=false))]
+    fn sync(&self, py: Python<'_>, hard: bool) -> PyResult<()> {
+        let db = &self.inner.db;
+        let d = if hard { Durability::Hard } else { Durability::Soft };
+        Gil::run(py, self.inner.gil.releases_long(), || db.sync(d))
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    /// Compacts the database online (see the Rust `Db::rebuild`).
+    fn rebuild(&self, py: Python<'_>) -> PyResult<()> {
+        let db = &self.inner.db;
+        Gil::run(py, self.inner.gil.releases_long(), || db.rebuild())
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = &self.inner.db;
+        let s = Gil::run(py, self.inner.gil.releases_long(), || db.stats())
+            .map_err(|e| errors::storage(py, e))?;
+        let d = PyDict::new(py);
+        d.set_item("records", s.records)?;
+        d.set_item("shards", s.shards)?;
+        d.set_item("file_bytes", s.file_bytes)?;
+        d.set_item("table_slots", s.table_slots)?;
+        d.set_item("live_bytes", s.live_bytes)?;
+        d.set_item("dead_bytes", s.dead_bytes)?;
+        Ok(d)
+    }
+
+    /// Closes the database (syncs, marks the file clean, releases its lock). Safe while other
+    /// threads are inside calls: they finish or raise `ClosedError`. Closing twice does nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        // Relaxed: the engine's own flag, set inside `close`, is what stops other calls.
+        self.inner.closed.store(true, Ordering::Relaxed);
+        let db = &self.inner.db;
+        Gil::run(py, self.inner.gil.releases_long(), || db.close())
+            .map_err(|e| errors::storage(py, e))
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Relaxed)
+    }
+
+    /// The file's path, or `None` for an in-memory database.
+    #[getter]
+    fn path(&self) -> Option<String> {
+        self.inner.path.as_ref().map(|p| p.display().to_string())
+    }
+
+    /// The GIL policy: "auto", "release" or "hold".
+    #[getter]
+    fn gil(&self) -> &'static str {
+        self.inner.gil.name()
+    }
+
+    /// Whether the database was opened read-only.
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.inner.read_only
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let me = slf.get();
+        let name = slf.get_type().qualname()?;
+        let module = slf.get_type().module()?;
+        let what = me
+            .inner
+            .path
+            .as_ref()
+            .map_or_else(|| "memory".to_owned(), |p| format!("{:?}", p.display().to_string()));
+        let closed = if me.closed() { " closed" } else { "" };
+        Ok(format!("<{module}.{name} {what} gil={}{closed}>", me.inner.gil.name()))
+    }
+}

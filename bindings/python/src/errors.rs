@@ -1,0 +1,124 @@
+//! senju's Rust errors as Python exceptions.
+//!
+//! The exception classes are defined in Python (`senju/_errors.py`) so that some can also
+//! derive from a built-in class (`TooLargeError` is a `ValueError`, `IoError` an `OSError`,
+//! ...). They are looked up once and cached. Each message is the Rust error's text, which
+//! says what happened and what to do.
+
+use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+use senju::{OpenError, StorageError};
+
+const MODULE: &str = "senju._errors";
+
+/// One cached exception class of `senju._errors`.
+struct Class {
+    name: &'static str,
+    cell: PyOnceLock<Py<PyType>>,
+}
+
+impl Class {
+    const fn new(name: &'static str) -> Class {
+        Class { name, cell: PyOnceLock::new() }
+    }
+
+    fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyType>> {
+        self.cell.import(py, MODULE, self.name)
+    }
+
+    /// An instance with the message `msg`.
+    fn err(&self, py: Python<'_>, msg: String) -> PyErr {
+        self.err_with(py, msg, |_| Ok(()))
+    }
+
+    /// An instance with the message `msg`, on which `attrs` sets attributes.
+    fn err_with(
+        &self,
+        py: Python<'_>,
+        msg: String,
+        attrs: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<()>,
+    ) -> PyErr {
+        let build = || -> PyResult<PyErr> {
+            let exc = self.get(py)?.call1((msg,))?;
+            attrs(&exc)?;
+            Ok(PyErr::from_value(exc))
+        };
+        build().unwrap_or_else(|e| e)
+    }
+}
+
+static ERROR: Class = Class::new("Error");
+static LOCKED: Class = Class::new("LockedError");
+static NOT_A_DATABASE: Class = Class::new("NotADatabaseError");
+static UNSUPPORTED_VERSION: Class = Class::new("UnsupportedVersionError");
+static CORRUPTED: Class = Class::new("CorruptedError");
+static INVALID_OPTION: Class = Class::new("InvalidOptionError");
+static NOT_FOUND: Class = Class::new("NotFoundError");
+static NEEDS_RECOVERY: Class = Class::new("NeedsRecoveryError");
+static IO: Class = Class::new("IoError");
+static TOO_LARGE: Class = Class::new("TooLargeError");
+static CLOSED: Class = Class::new("ClosedError");
+static FULL: Class = Class::new("FullError");
+static READ_ONLY: Class = Class::new("ReadOnlyError");
+
+/// The Python exception for an error of an open database.
+pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        StorageError::TooLarge { len, max, .. } => TOO_LARGE.err_with(py, msg, |exc| {
+            exc.setattr("length", len)?;
+            exc.setattr("limit", max)
+        }),
+        StorageError::Closed => CLOSED.err(py, msg),
+        StorageError::Corrupted { .. } => CORRUPTED.err(py, msg),
+        StorageError::Full { .. } => FULL.err(py, msg),
+        StorageError::Io(_) => IO.err(py, msg),
+        StorageError::ReadOnly => READ_ONLY.err(
+            py,
+            "the database was opened read-only; open it without readonly=True to write".to_owned(),
+        ),
+        _ => ERROR.err(py, msg),
+    }
+}
+
+/// The Python exception for a failed open.
+pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        OpenError::Locked { path, pid } => LOCKED.err_with(py, msg, |exc| {
+            exc.setattr("path", path.display().to_string())?;
+            exc.setattr("pid", pid)
+        }),
+        OpenError::NotADatabase { .. } => NOT_A_DATABASE.err(py, msg),
+        OpenError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION.err(py, msg),
+        OpenError::Corrupted { .. } => CORRUPTED.err(py, msg),
+        OpenError::InvalidOption { .. } => INVALID_OPTION.err(py, msg),
+        OpenError::NotFound { path } => NOT_FOUND.err(
+            py,
+            format!("{} does not exist; open it with create=True to create it", path.display()),
+        ),
+        OpenError::NeedsRecovery { .. } => NEEDS_RECOVERY.err(py, msg),
+        OpenError::Io { .. } => IO.err(py, msg),
+        OpenError::Storage(e) => storage(py, e),
+        _ => ERROR.err(py, msg),
+    }
+}
+
+/// An invalid option given from Python (raised as `InvalidOptionError`, a `ValueError`).
+pub(crate) fn invalid_option(py: Python<'_>, msg: String) -> PyErr {
+    INVALID_OPTION.err(py, msg)
+}
+
+/// `KeyError(key)` for a missing key, with the key as the caller gave it.
+pub(crate) fn missing(key: &Bound<'_, PyAny>) -> PyErr {
+    PyKeyError::new_err(key.clone().unbind())
+}
+
+/// `TypeError` naming what was given where bytes or str was expected.
+pub(crate) fn wrong_type(what: &str, got: &Bound<'_, PyAny>) -> PyErr {
+    let name = got.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    PyTypeError::new_err(format!("{what} must be bytes or str, not {name}"))
+}

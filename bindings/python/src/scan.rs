@@ -1,0 +1,95 @@
+//! Iteration over a database: keys, values or items, fetched in chunks.
+//!
+//! Each chunk of [`CHUNK`] entries is read by a `senju::Cursor` (which borrows nothing, so it
+//! lives in the iterator between calls), with the GIL released unless the handle's policy is
+//! `hold`; entries are then handed out one by one with the GIL held. A long scan therefore
+//! never holds the GIL for more than one chunk of engine work, and Python code (signal
+//! handlers included) runs between items. Weakly consistent, as the cursor: a key present for
+//! the whole scan is yielded exactly once.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
+use pyo3::types::{PyBytes, PyTuple};
+
+use senju::Cursor;
+
+use crate::db::Inner;
+use crate::errors;
+
+/// Entries read per cursor step.
+pub(crate) const CHUNK: usize = 512;
+
+/// What a scan yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Keys,
+    Values,
+    Items,
+}
+
+struct State {
+    cursor: Cursor,
+    keys: VecDeque<Vec<u8>>,
+    pairs: VecDeque<(Vec<u8>, Vec<u8>)>,
+    done: bool,
+}
+
+/// An iterator over a database's keys, values or `(key, value)` items.
+#[pyclass(frozen, module = "senju._senju", name = "Scan")]
+pub(crate) struct Scan {
+    inner: Arc<Inner>,
+    kind: Kind,
+    /// Taken with `lock_py_attached`: a thread waiting for it (while another refills with the
+    /// GIL released) waits detached, so the two cannot deadlock over the GIL.
+    state: Mutex<State>,
+}
+
+impl Scan {
+    pub(crate) fn new(inner: Arc<Inner>, kind: Kind) -> Scan {
+        let cursor = inner.db.cursor();
+        let state = State { cursor, keys: VecDeque::new(), pairs: VecDeque::new(), done: false };
+        Scan { inner, kind, state: Mutex::new(state) }
+    }
+}
+
+#[pymethods]
+impl Scan {
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.check_open(py)?;
+        let mut guard = self.state.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner);
+        let st = &mut *guard;
+        let empty = match self.kind {
+            Kind::Keys => st.keys.is_empty(),
+            Kind::Values | Kind::Items => st.pairs.is_empty(),
+        };
+        if empty && !st.done {
+            let (db, cursor, kind) = (&self.inner.db, &mut st.cursor, self.kind);
+            let release = self.inner.gil.releases_long();
+            let got = crate::gil::Gil::run(py, release, || match kind {
+                Kind::Keys => cursor.next_keys(db, CHUNK).map(|v| (v, Vec::new())),
+                Kind::Values | Kind::Items => cursor.next_pairs(db, CHUNK).map(|v| (Vec::new(), v)),
+            });
+            let (keys, pairs) = got.map_err(|e| errors::storage(py, e))?;
+            st.done = keys.is_empty() && pairs.is_empty();
+            st.keys.extend(keys);
+            st.pairs.extend(pairs);
+        }
+        Ok(match self.kind {
+            Kind::Keys => st.keys.pop_front().map(|k| PyBytes::new(py, &k).into_any()),
+            Kind::Values => st.pairs.pop_front().map(|(_, v)| PyBytes::new(py, &v).into_any()),
+            Kind::Items => match st.pairs.pop_front() {
+                None => None,
+                Some((k, v)) => {
+                    Some(PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?.into_any())
+                }
+            },
+        })
+    }
+}

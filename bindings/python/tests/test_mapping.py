@@ -1,0 +1,333 @@
+"""The MutableMapping contract against a dict model, argument types, closed handles, the
+context manager, persistence, read-only handles and the exception tree."""
+
+from __future__ import annotations
+
+import collections.abc
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
+
+import senju
+
+keys = st.binary(max_size=12) | st.text(max_size=6)
+values = st.binary(max_size=64) | st.text(max_size=8) | st.binary(min_size=4096, max_size=9000)
+
+
+def b(x: bytes | str) -> bytes:
+    return x.encode() if isinstance(x, str) else x
+
+
+class MappingModel(RuleBasedStateMachine):
+    """Every operation is applied to a senju database and to a dict; they must agree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gil = ["auto", "release", "hold"][len(self.__dict__) % 3]
+        self.db = senju.open(memory=True, gil=self.gil)  # type: ignore[arg-type]
+        self.model: dict[bytes, bytes] = {}
+
+    known = Bundle("known")
+
+    @rule(target=known, k=keys)
+    def key(self, k: bytes | str) -> bytes | str:
+        return k
+
+    @rule(k=known | keys, v=values)
+    def setitem(self, k: bytes | str, v: bytes | str) -> None:
+        self.db[k] = v
+        self.model[b(k)] = b(v)
+
+    @rule(k=known | keys)
+    def getitem(self, k: bytes | str) -> None:
+        if b(k) in self.model:
+            assert self.db[k] == self.model[b(k)]
+        else:
+            with pytest.raises(KeyError):
+                self.db[k]
+        assert self.db.get(k) == self.model.get(b(k))
+        assert self.db.get(k, b"dflt") == self.model.get(b(k), b"dflt")
+        assert (k in self.db) == (b(k) in self.model)
+
+    @rule(k=known | keys)
+    def delitem(self, k: bytes | str) -> None:
+        if b(k) in self.model:
+            del self.db[k]
+            del self.model[b(k)]
+        else:
+            with pytest.raises(KeyError):
+                del self.db[k]
+
+    @rule(k=known | keys)
+    def pop(self, k: bytes | str) -> None:
+        assert self.db.pop(k, None) == self.model.pop(b(k), None)
+
+    @rule(k=known | keys, v=values)
+    def setdefault(self, k: bytes | str, v: bytes | str) -> None:
+        assert self.db.setdefault(k, v) == self.model.setdefault(b(k), b(v))
+
+    @rule(pairs=st.lists(st.tuples(known | keys, values), max_size=8), as_dict=st.booleans())
+    def set_many(self, pairs: list[tuple[bytes | str, bytes | str]], as_dict: bool) -> None:
+        if as_dict:
+            d = dict(pairs)
+            self.db.set_many(d)
+            self.model.update({b(k): b(v) for k, v in d.items()})
+        else:
+            self.db.set_many(pairs)
+            self.model.update({b(k): b(v) for k, v in pairs})
+
+    @rule(ks=st.lists(known | keys, max_size=8))
+    def get_many(self, ks: list[bytes | str]) -> None:
+        assert self.db.get_many(ks) == [self.model.get(b(k)) for k in ks]
+
+    @rule(ks=st.lists(known | keys, max_size=8))
+    def remove_many(self, ks: list[bytes | str]) -> None:
+        present = {b(k) for k in ks if b(k) in self.model}
+        assert self.db.remove_many(ks) == len(present)
+        for k in present:
+            del self.model[k]
+
+    @rule(k=known | keys, expected=st.none() | values, new=st.none() | values)
+    def compare_and_set(
+        self, k: bytes | str, expected: bytes | str | None, new: bytes | str | None
+    ) -> None:
+        matches = self.model.get(b(k)) == (None if expected is None else b(expected))
+        assert self.db.compare_and_set(k, expected, new) == matches
+        if matches:
+            if new is None:
+                self.model.pop(b(k), None)
+            else:
+                self.model[b(k)] = b(new)
+
+    @rule(k=known | keys, v=values)
+    def append(self, k: bytes | str, v: bytes | str) -> None:
+        self.db.append(k, v)
+        self.model[b(k)] = self.model.get(b(k), b"") + b(v)
+
+    @rule(k=known | keys, remove=st.booleans())
+    def update_value(self, k: bytes | str, remove: bool) -> None:
+        def f(old: bytes | None) -> bytes | None:
+            return None if remove else (old or b"") + b"!"
+
+        expect = f(self.model.get(b(k)))
+        assert self.db.update_value(k, f) == expect
+        if expect is None:
+            self.model.pop(b(k), None)
+        else:
+            self.model[b(k)] = expect
+
+    @rule(other=st.dictionaries(keys, values, max_size=4))
+    def update(self, other: dict[bytes | str, bytes | str]) -> None:
+        self.db.update(other)
+        self.model.update({b(k): b(v) for k, v in other.items()})
+
+    @rule()
+    def popitem(self) -> None:
+        if self.model:
+            k, v = self.db.popitem()
+            assert self.model.pop(k) == v
+        else:
+            with pytest.raises(KeyError):
+                self.db.popitem()
+
+    @rule()
+    def clear_sometimes(self) -> None:
+        if len(self.model) > 20:
+            self.db.clear()
+            self.model.clear()
+
+    @rule()
+    def rebuild(self) -> None:
+        self.db.rebuild()
+
+    @invariant()
+    def same_contents(self) -> None:
+        assert len(self.db) == len(self.model)
+        assert sorted(self.db) == sorted(self.model)
+        assert sorted(self.db.keys()) == sorted(self.model.keys())
+        assert sorted(self.db.values()) == sorted(self.model.values())
+        assert dict(self.db.items()) == self.model
+        assert self.db == self.model
+
+    def teardown(self) -> None:
+        self.db.close()
+
+
+MappingModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+TestMappingModel = MappingModel.TestCase
+
+
+def test_is_a_mutable_mapping(db: senju.Db) -> None:
+    assert isinstance(db, collections.abc.MutableMapping)
+    db[b"k"] = b"v"
+    assert list(db.keys()) == [b"k"]
+    assert (b"k", b"v") in db.items()
+    assert b"v" in db.values()
+
+
+def test_str_is_utf8_and_values_come_back_as_bytes(db: senju.Db) -> None:
+    db["ключ"] = "значение"
+    assert db["ключ".encode()] == "значение".encode()
+    db[bytearray(b"ba")] = bytearray(b"x")
+    assert db[b"ba"] == b"x" and type(db[b"ba"]) is bytes
+
+
+@pytest.mark.parametrize("bad", [1, 1.5, None, [b"x"], object()])
+def test_wrong_types_raise_type_error_naming_the_type(db: senju.Db, bad: object) -> None:
+    name = type(bad).__name__
+    with pytest.raises(TypeError, match=f"key must be bytes or str, not {name}"):
+        db[bad]  # type: ignore[index]
+    with pytest.raises(TypeError, match=f"key must be bytes or str, not {name}"):
+        db[bad] = b"v"  # type: ignore[index]
+    with pytest.raises(TypeError, match=f"value must be bytes or str, not {name}"):
+        db[b"k"] = bad  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=name):
+        db.get_many([b"a", bad])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="pairs"):
+        db.set_many([b"abc"])  # type: ignore[list-item]
+    assert b"k" not in db
+
+
+def test_large_values_round_trip(db: senju.Db) -> None:
+    for n in [0, 1, senju.LARGE_VALUE - 1, senju.LARGE_VALUE, 65536, 1 << 20]:
+        v = os.urandom(n)
+        db[b"v%d" % n] = v
+        assert db[b"v%d" % n] == v
+        assert db.get_many([b"v%d" % n]) == [v]
+        assert db.update_value(b"v%d" % n, lambda old: old + b"!" if old is not None else None)
+        assert db[b"v%d" % n] == v + b"!"
+
+
+def test_too_large_key(db: senju.Db) -> None:
+    with pytest.raises(senju.TooLargeError) as e:
+        db[b"k" * (senju.MAX_KEY_LEN + 1)] = b"v"
+    assert isinstance(e.value, ValueError) and e.value.limit == senju.MAX_KEY_LEN
+
+
+def test_closed_handle_raises_closed_error(db: senju.Db) -> None:
+    db[b"k"] = b"v"
+    it = iter(db)
+    db.close()
+    assert db.closed
+    db.close()  # twice is fine
+    calls = [
+        lambda: db[b"k"],
+        lambda: db.__setitem__(b"k", b"v"),
+        lambda: db.__delitem__(b"k"),
+        lambda: b"k" in db,
+        lambda: len(db),
+        lambda: list(db),
+        lambda: next(it),
+        lambda: db.get(b"k"),
+        lambda: db.get_many([b"k"]),
+        lambda: db.set_many({b"k": b"v"}),
+        lambda: db.remove_many([b"k"]),
+        lambda: db.compare_and_set(b"k", None, b"v"),
+        lambda: db.append(b"k", b"v"),
+        lambda: db.update_value(b"k", lambda o: b"x"),
+        lambda: db.sync(),
+        lambda: db.rebuild(),
+        lambda: db.stats(),
+        lambda: db.clear(),
+    ]
+    for call in calls:
+        with pytest.raises(senju.ClosedError, match="closed"):
+            call()
+
+
+def test_context_manager_closes_on_error(path: pathlib.Path) -> None:
+    with pytest.raises(RuntimeError):
+        with senju.open(path) as db:
+            db[b"k"] = b"v"
+            raise RuntimeError("boom")
+    assert db.closed
+    with senju.open(path) as db2:  # the lock was released
+        assert db2[b"k"] == b"v"
+
+
+def test_reopen_persists(path: pathlib.Path, gil: str) -> None:
+    with senju.open(path, gil=gil) as db:  # type: ignore[arg-type]
+        db.set_many((b"k%d" % i, b"v%d" % i) for i in range(2000))
+        del db[b"k7"]
+        db.sync(hard=True)
+    with senju.open(path, gil=gil) as db:  # type: ignore[arg-type]
+        assert len(db) == 1999
+        assert db[b"k1999"] == b"v1999"
+        assert b"k7" not in db
+    with senju.open(path, truncate=True) as db:
+        assert len(db) == 0
+
+
+def test_second_writer_process_gets_locked_error(path: pathlib.Path) -> None:
+    code = (
+        "import senju, sys\n"
+        "try:\n"
+        "    senju.open(sys.argv[1])\n"
+        "except senju.LockedError as e:\n"
+        "    print('locked', e.pid)\n"
+    )
+    with senju.open(path):
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.split() == ["locked", str(os.getpid())], out.stderr
+    out = subprocess.run(
+        [sys.executable, "-c", code + "else:\n    print('opened')\n", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "opened", out.stderr
+
+
+def test_readonly(path: pathlib.Path) -> None:
+    with senju.open(path) as db:
+        db[b"k"] = b"v"
+    with senju.open(path, readonly=True) as r1, senju.open(path, readonly=True) as r2:
+        assert r1[b"k"] == r2[b"k"] == b"v"
+        assert r1.readonly
+        with pytest.raises(senju.ReadOnlyError):
+            r1[b"x"] = b"y"
+        with pytest.raises(senju.LockedError):
+            senju.open(path)
+
+
+def test_open_errors(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(senju.NotFoundError) as e:
+        senju.open(tmp_path / "missing.sj", create=False)
+    assert isinstance(e.value, FileNotFoundError) and "create=True" in str(e.value)
+    junk = tmp_path / "junk.sj"
+    junk.write_bytes(b"this is not a database" * 1000)
+    with pytest.raises(senju.NotADatabaseError):
+        senju.open(junk)
+    with pytest.raises(senju.InvalidOptionError, match="shards"):
+        senju.open(memory=True, shards=3)
+    with pytest.raises(senju.InvalidOptionError, match="gil"):
+        senju.open(memory=True, gil="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(senju.InvalidOptionError, match="path"):
+        senju.open()
+    for cls in [senju.LockedError, senju.CorruptedError, senju.ClosedError, senju.TooLargeError]:
+        assert issubclass(cls, senju.Error)
+
+
+def test_stats_and_repr(path: pathlib.Path) -> None:
+    with senju.open(path, gil="hold", shards=16) as db:
+        db.set_many({b"a": b"1", b"b": b"2"})
+        s = db.stats()
+        assert s["records"] == 2 and s["shards"] == 16
+        assert set(s) >= {"file_bytes", "table_slots", "live_bytes", "dead_bytes"}
+        assert "gil=hold" in repr(db) and db.gil == "hold" and db.path == str(path)
+    assert "closed" in repr(db)
+
+
+def test_long_scan_crosses_chunks(db: senju.Db) -> None:
+    n = senju.SCAN_CHUNK * 3 + 7
+    db.set_many({b"%06d" % i: b"%d" % i for i in range(n)})
+    assert sorted(db) == [b"%06d" % i for i in range(n)]
+    assert dict(db.items()) == {b"%06d" % i: b"%d" % i for i in range(n)}
