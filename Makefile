@@ -12,7 +12,7 @@ BIN := $(or $(CARGO_TARGET_DIR),target)/release
 
 LOOM_ENV := RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom
 
-.PHONY: all setup run test lint unit loom smoke bench-locks bench-locks-quick clean
+.PHONY: all setup run test lint unit loom smoke ruby python bench-locks bench-locks-quick clean
 
 all: test
 
@@ -29,7 +29,7 @@ bench-locks-quick: setup
 	$(BIN)/senju-lockbench --threads 1,2,4,8
 
 ## Every test: formatting, lints, unit and integration tests, loom models, perf smoke runs.
-test: setup lint unit loom smoke
+test: setup lint unit loom smoke python ruby
 	@echo "make test: all suites passed"
 
 lint:
@@ -52,7 +52,37 @@ smoke:
 	$(BIN)/senju perf parallel --dbm memory --iter 5000 --threads 4 --keys 1000 --validate
 	$(BIN)/senju perf wicked --iter 5000 --threads 2 --iterator --sync --validate
 	$(BIN)/senju perf wicked --dbm memory --iter 5000 --threads 4 --iterator --clear --validate
+	rm -rf $(BIN)/smoke-cli && mkdir -p $(BIN)/smoke-cli
+	$(BIN)/senju perf sequence --path $(BIN)/smoke-cli/a.sj --iter 5000 --set_only --random_value
+	$(BIN)/senju check $(BIN)/smoke-cli/a.sj
+	$(BIN)/senju export $(BIN)/smoke-cli/a.sj $(BIN)/smoke-cli/a.jsonl --sort
+	$(BIN)/senju import $(BIN)/smoke-cli/b.sj $(BIN)/smoke-cli/a.jsonl
+	$(BIN)/senju export $(BIN)/smoke-cli/b.sj - --format jsonl --sort | cmp - $(BIN)/smoke-cli/a.jsonl
+	$(BIN)/senju stats $(BIN)/smoke-cli/b.sj --json
 	$(BIN)/senju-allocbench --quick --threads 1,2
+
+## The Python binding: build its abi3 wheel, install it into the venv of scripts/setup.sh, run
+## the pytest suite, `mypy --strict` on a sample that uses the whole API, and a benchmark smoke run.
+PYENV := $(CURDIR)/target/pyenv
+PY_TARGET := $(CURDIR)/target/py
+python: setup
+	rm -f $(PY_TARGET)/wheels/senju-*.whl
+	cd bindings/python && PATH=$(PYENV)/bin:$$PATH CARGO_TARGET_DIR=$(PY_TARGET) \
+	  maturin build --release -q -o $(PY_TARGET)/wheels
+	$(PYENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PY_TARGET)/wheels/senju-*.whl
+	cd bindings/python && $(PYENV)/bin/python -m pytest -q -p no:cacheprovider tests
+	cd bindings/python && $(PYENV)/bin/mypy --strict --cache-dir $(PY_TARGET)/mypy-cache tests/typing_sample.py python/senju
+	$(PYENV)/bin/python bindings/python/bench/bench_threads.py --quick --threads 1,2 \
+	  --peers senju-auto,senju-release,senju-hold > /dev/null
+
+## The Ruby binding: build the extension (its own target directory), copy it where
+## `ruby -I bindings/ruby/lib -e 'require "senju"'` finds it, run its minitest suite.
+RUBY_TARGET := target/rb
+ruby: setup
+	CARGO_TARGET_DIR=$(RUBY_TARGET) $(CARGO) build --release -q -p senju-ruby
+	cp $(RUBY_TARGET)/release/libsenju.so bindings/ruby/lib/senju/senju.so
+	ruby -I bindings/ruby/lib -I bindings/ruby/test \
+	  -e 'Dir["bindings/ruby/test/test_*.rb"].sort.each { |f| require File.expand_path(f) }'
 
 ## The full lock benchmark of lab/0001-locks (minutes; not part of `make test`).
 bench-locks: setup

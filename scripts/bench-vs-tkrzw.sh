@@ -11,7 +11,9 @@
 # medians, file sizes and peak RSS (max RSS from /usr/bin/time, KiB).
 #
 # Environment: SENJU (default target/engine/release/senju), TKRZW (tkrzw_dbm_perf),
-# DIR (/tmp/b), TOTAL (10000000), THREADS ("1 2 4 8"), ROUNDS (3), KEEP_LOGS (unset).
+# DIR (/tmp/b), TOTAL (10000000), THREADS ("1 2 4 8"), ROUNDS (3), KEEP_LOGS (unset),
+# SENJU_ARGS (extra flags for senju only, e.g. "--buckets 20000000" to give senju the same
+# flags as Tkrzw; senju takes --buckets as a capacity hint).
 set -euo pipefail
 
 SENJU=${SENJU:-target/engine/release/senju}
@@ -33,7 +35,7 @@ run() {
         db="$DIR/s.sj"
         rm -f "$db"
         /usr/bin/time -o "$base.rss" -f '%M' "$SENJU" perf sequence --path "$db" \
-            --iter "$iter" --threads "$t" >"$base.out" 2>&1
+            --iter "$iter" --threads "$t" ${SENJU_ARGS:-} >"$base.out" 2>&1
     else
         db="$DIR/t.tkh"
         rm -f "$db"

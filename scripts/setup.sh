@@ -54,4 +54,20 @@ say "rust $(rustc --version | cut -d' ' -f2) ready"
 
 # GNU time reports the peak resident set of `make run`'s perf runs.
 need_apt time
+
+# The Ruby binding (bindings/ruby): Debian's Ruby 3.1 with its headers, and libclang for
+# rb-sys's bindgen.
+need_apt ruby ruby-dev libclang-dev
+say "ruby $(ruby -e 'print RUBY_VERSION') ready"
+
+# The Python binding (bindings/python): a venv under target/ with maturin, pytest, hypothesis
+# and mypy, made from the python3 on PATH (Debian's needs python3-venv for that).
+pyenv=target/pyenv
+if ! "$pyenv/bin/python" -c 'import maturin, pytest, hypothesis, mypy' >/dev/null 2>&1; then
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || need_apt python3-venv
+  say "creating the Python venv $pyenv (maturin, pytest, hypothesis, mypy)"
+  python3 -m venv "$pyenv"
+  "$pyenv/bin/pip" install -q --disable-pip-version-check 'maturin>=1.16,<2' pytest hypothesis mypy
+fi
+say "python $("$pyenv/bin/python" -c 'import platform; print(platform.python_version())') venv ready"
 say "tools ready"
