@@ -308,6 +308,22 @@ impl Region {
         Some(())
     }
 
+    /// Sets the bytes `off..off + len` to zero, or returns `None` if out of range.
+    ///
+    /// # Safety
+    ///
+    /// As for [`write`](Region::write): no other thread may read or write these bytes
+    /// meanwhile.
+    pub(crate) unsafe fn zero(&self, off: u64, len: u64) -> Option<()> {
+        let end = off.checked_add(len)?;
+        if end > self.len() {
+            return None;
+        }
+        // SAFETY: in bounds; exclusive access by the caller's contract.
+        unsafe { std::ptr::write_bytes(self.at(off), 0, len as usize) };
+        Some(())
+    }
+
     /// Makes every write so far durable (`hard`: waits for the device) or starts writing it
     /// back (`!hard`).
     pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {

@@ -286,3 +286,21 @@ fn random_damage_never_panics_and_a_passed_file_reads_cleanly() {
     }
     assert!(damaged > 0 && passed > 0, "{damaged} damaged, {passed} passed");
 }
+
+/// Regression: retired index tables below the punch threshold go back to the free list
+/// unpunched, holding old slots. A record chunk placed there used to keep those bytes after
+/// its last record, and `check` reported a clean file as damaged ("malformed record"). Record
+/// chunks in reused space are now cleared past their first record.
+#[test]
+fn record_chunks_in_reused_table_space_read_clean() {
+    let dir = TempDir::new("check-reuse");
+    let path = dir.file("grown.sj");
+    let db = Db::builder().shards(4).open(&path).unwrap();
+    // Tables grow many times per shard; their retired space is reused by records.
+    for i in 0..60_000u32 {
+        db.set(format!("{i:08}").as_bytes(), &i.to_le_bytes()).unwrap();
+    }
+    db.close().unwrap();
+    let report = senju::check(&path).unwrap();
+    assert!(report.is_ok(), "clean file reported damaged: {:?}", report.first_damage());
+}
