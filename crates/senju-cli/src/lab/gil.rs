@@ -234,6 +234,12 @@ pub(crate) fn run(c: &Common, extra: &[String]) -> Result<Outcome, String> {
     if let Some(r) = c.rounds {
         script_args.extend(["--rounds".to_string(), r.to_string()]);
     }
+    // Below --full, only senju's three modes run (the binding's own question: what each GIL
+    // policy costs), which keeps the default under a minute; --full, or --peers after `--`,
+    // brings in every peer.
+    if c.mode() != Mode::Full && !extra.iter().any(|a| a == "--peers") {
+        script_args.extend(["--peers".to_string(), "senju-auto,senju-release,senju-hold".into()]);
+    }
     script_args.extend(extra.iter().cloned());
     let script_args = &script_args;
     let root = source_tree();
