@@ -2,7 +2,7 @@
 //! `rebuild`, and the helpers they share (opening a database, writing standard output).
 
 use std::ffi::OsStr;
-use std::io::{ErrorKind, IsTerminal, Write};
+use std::io::{ErrorKind, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -213,15 +213,10 @@ pub(crate) fn stats(path: &Path, as_json: bool) -> Result<(), String> {
 pub(crate) fn rebuild(path: &Path) -> Result<(), String> {
     let db = open_write(path, false)?;
     let before = db.stats().map_err(|e| e.to_string())?;
-    // The engine rebuilds in one call without reporting progress: say what is happening.
-    let busy = std::io::stderr().is_terminal();
-    if busy {
-        eprint!("rebuilding {} ({} records)...", path.display(), before.records);
-    }
-    db.rebuild().map_err(|e| e.to_string())?;
-    if busy {
-        eprint!("\r{:w$}\r", "", w = 40 + path.as_os_str().len());
-    }
+    // A bar over the shards copied (drawn only when standard error is a terminal).
+    let bar = crate::progress::Progress::new("rebuild", before.shards);
+    db.rebuild_with_progress(|done, _| bar.tick(done)).map_err(|e| e.to_string())?;
+    bar.finish();
     let after = db.stats().map_err(|e| e.to_string())?;
     close(db)?;
     let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);

@@ -341,13 +341,22 @@ impl Db {
     /// void, and that mark is synced before their space is reused, so a crash leaves either
     /// the old records or the copies (for a file database this costs two hard syncs).
     pub fn rebuild(&self) -> Result<()> {
+        self.rebuild_with_progress(|_, _| {})
+    }
+
+    /// [`rebuild`](Db::rebuild), calling `progress(done, total)` after each shard is copied
+    /// (`total` is the number of shards; the commit and the two syncs follow the last call).
+    /// For progress bars on large databases.
+    pub fn rebuild_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<()> {
         self.writable()?;
         let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
+        let total = self.shards.len() as u64;
         let mut work = Vec::new();
         for (id, shard) in self.shards.iter().enumerate() {
             if let Some(c) = shard.writer(&self.ctx)?.compact()? {
                 work.push((id, c));
             }
+            progress(id as u64 + 1, total);
         }
         if work.is_empty() {
             return Ok(());

@@ -340,3 +340,19 @@ fn rebuild_runs_beside_readers_and_writers() {
         assert_eq!(db.len(), 4_000);
     });
 }
+
+#[test]
+fn rebuild_reports_progress_shard_by_shard() {
+    each_engine(|db| {
+        for i in 0..500u32 {
+            db.set(&i.to_le_bytes(), b"old").unwrap();
+            db.set(&i.to_le_bytes(), b"new").unwrap();
+        }
+        let mut seen = Vec::new();
+        db.rebuild_with_progress(|done, total| seen.push((done, total))).unwrap();
+        assert_eq!(seen, (1..=4).map(|d| (d, 4)).collect::<Vec<_>>());
+        assert_eq!(db.len(), 500);
+        assert_eq!(db.stats().unwrap().dead_bytes, 0);
+        db.clear().unwrap();
+    });
+}
