@@ -26,6 +26,18 @@ pub struct Plan {
     pub note: Option<String>,
 }
 
+/// The 1, 5 and 15 minute load averages as `/proc/loadavg` gives them (empty where it is
+/// missing): recorded before and after a run, so a reader can tell a quiet machine from a
+/// busy one.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The machine the run was made on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {

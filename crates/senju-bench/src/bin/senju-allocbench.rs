@@ -36,7 +36,7 @@ struct Cli {
 enum Sub {
     /// Measure one cell with the allocator `SENJU_ALLOC` names (what the parent runs).
     Child {
-        #[arg(long, value_parser = parse_frees)]
+        #[arg(long, value_parser = Frees::parse)]
         frees: Frees,
         #[arg(long)]
         threads: usize,
@@ -68,15 +68,11 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "system,mimalloc,jemalloc")]
     allocators: Vec<String>,
     /// Who frees: local, cross, or both (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "local,cross", value_parser = parse_frees)]
+    #[arg(long, value_delimiter = ',', default_value = "local,cross", value_parser = Frees::parse)]
     frees: Vec<Frees>,
     /// 10,000 pairs and one round: a smoke run.
     #[arg(long)]
     quick: bool,
-}
-
-fn parse_frees(s: &str) -> Result<Frees, String> {
-    Frees::parse(s)
 }
 
 fn child(frees: Frees, threads: usize, pairs: u64, size: usize) -> Result<(), String> {
@@ -132,15 +128,7 @@ fn run(r: &RunArgs) -> Result<(), String> {
         if r.split { (pairs / allocating(f, t).max(1)).max(1) } else { pairs }
     };
     let total = |f: Frees, t: usize| per(f, t) * allocating(f, t);
-    let loadavg = || {
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let load_before = loadavg();
+    let load_before = senju_bench::report::load_average();
     let mut cells: HashMap<(usize, usize, usize), Cell> = HashMap::new();
     let mut order = 0usize;
     for round in 0..rounds {
@@ -168,7 +156,7 @@ fn run(r: &RunArgs) -> Result<(), String> {
             }
         }
     }
-    let load_after = loadavg();
+    let load_after = senju_bench::report::load_average();
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let glibc = Command::new("getconf")
         .arg("GNU_LIBC_VERSION")

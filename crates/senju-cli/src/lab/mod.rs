@@ -210,16 +210,6 @@ struct Envelope<'a> {
     results: &'a serde_json::Value,
 }
 
-/// The 1, 5 and 15 minute load averages (empty where /proc is missing).
-pub(crate) fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// glibc's version (`getconf GNU_LIBC_VERSION`), if there is one.
 pub(crate) fn glibc_version() -> Option<String> {
     let out = std::process::Command::new("getconf").arg("GNU_LIBC_VERSION").output().ok()?;
@@ -258,11 +248,11 @@ fn run(
     common: &Common,
     f: impl FnOnce() -> Result<Outcome, String>,
 ) -> Result<(), String> {
-    let load_before = load_average();
+    let load_before = senju_bench::report::load_average();
     let t0 = Instant::now();
     let outcome = f()?;
     let elapsed_s = t0.elapsed().as_secs_f64();
-    let load_after = load_average();
+    let load_after = senju_bench::report::load_average();
     let machine = Machine::detect();
     let mode = match common.mode() {
         Mode::Quick => " --quick",
