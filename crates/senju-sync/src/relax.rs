@@ -26,6 +26,25 @@ pub trait Relax: Default {
     ///
     /// After a park the lock starts over with a fresh policy value.
     fn relax(&mut self) -> bool;
+
+    /// One turn of a thread that has not queued yet: [`Mutex`](crate::Mutex) lets a thread
+    /// that finds the lock held take it whenever it sees it free for as long as this returns
+    /// `true`, and queues it (then waits with [`relax_queued`](Relax::relax_queued) on a fresh
+    /// value) once this returns `false`. The lock caps the turns, so a policy that always
+    /// returns `true` still queues. By default the same as `relax`.
+    #[inline]
+    fn barge(&mut self) -> bool {
+        self.relax()
+    }
+
+    /// Waits a little as a queued thread that the lock may be handed to at any moment, as
+    /// [`Mutex`](crate::Mutex) does; `false` parks the thread. Yielding here is costly: a
+    /// thread that is handed the lock while it is off the CPU leaves the lock idle until the
+    /// scheduler runs it again. By default the same as `relax`.
+    #[inline]
+    fn relax_queued(&mut self) -> bool {
+        self.relax()
+    }
 }
 
 /// The default: spin with exponential backoff for about [`Adaptive::SPIN_FOR`], then yield up
@@ -44,35 +63,71 @@ impl Adaptive {
     pub const YIELDS: u32 = 3;
 }
 
-impl Relax for Adaptive {
-    #[inline]
-    fn relax(&mut self) -> bool {
-        if cfg!(loom) {
-            // Under loom one turn of the model scheduler stands for the whole spin phase, so
-            // the model explores the park path too.
-            if self.spins == 0 {
-                self.spins = 1;
-                spin_loop();
-                return true;
-            }
-            return false;
-        }
-        let started = *self.started.get_or_insert_with(Instant::now);
-        if started.elapsed() < Self::SPIN_FOR {
-            // 2, 4, ... 64 PAUSEs per turn: short turns while the holder is likely to leave
-            // soon, fewer clock reads later.
-            self.spins = (self.spins + 1).min(6);
-            for _ in 0..(1u32 << self.spins) {
-                spin_loop();
-            }
-            return true;
-        }
-        if self.yields < Self::YIELDS {
-            self.yields += 1;
-            yield_now();
+impl Adaptive {
+    /// Under loom one turn of the model scheduler stands for a whole spin or yield phase, so
+    /// the model explores the park path too: a spin the first time, then "stop".
+    fn loom_turn(&mut self) -> bool {
+        if self.spins == 0 {
+            self.spins = 1;
+            spin_loop();
             return true;
         }
         false
+    }
+
+    /// Spins one turn if the spin phase ([`Adaptive::SPIN_FOR`]) is still running.
+    fn spin_turn(&mut self) -> bool {
+        let started = *self.started.get_or_insert_with(Instant::now);
+        if started.elapsed() >= Self::SPIN_FOR {
+            return false;
+        }
+        // 2, 4, ... 64 PAUSEs per turn: short turns while the holder is likely to leave soon,
+        // fewer clock reads later.
+        self.spins = (self.spins + 1).min(6);
+        for _ in 0..(1u32 << self.spins) {
+            spin_loop();
+        }
+        true
+    }
+
+    /// Yields once if fewer than `most` yields were made.
+    fn yield_turn(&mut self, most: u32) -> bool {
+        if self.yields >= most {
+            return false;
+        }
+        self.yields += 1;
+        yield_now();
+        true
+    }
+}
+
+impl Relax for Adaptive {
+    /// Spins, then yields up to [`Adaptive::YIELDS`] times.
+    #[inline]
+    fn relax(&mut self) -> bool {
+        if cfg!(loom) {
+            return self.loom_turn();
+        }
+        self.spin_turn() || self.yield_turn(Self::YIELDS)
+    }
+
+    /// Spins, then yields once: the yield lets a holder that was preempted on this CPU run
+    /// before the thread queues.
+    #[inline]
+    fn barge(&mut self) -> bool {
+        if cfg!(loom) {
+            return self.loom_turn();
+        }
+        self.spin_turn() || self.yield_turn(1)
+    }
+
+    /// Spins, never yields (see [`Relax::relax_queued`]).
+    #[inline]
+    fn relax_queued(&mut self) -> bool {
+        if cfg!(loom) {
+            return self.loom_turn();
+        }
+        self.spin_turn()
     }
 }
 
