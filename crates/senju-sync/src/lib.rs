@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | [`SpinRwLock`] | short CPU-bound sections (bucket locks, in-memory tables) | spin briefly, yield, then park ([`Relax`] policy) | a waiting writer keeps new readers out |
 //! | [`FairRwLock`] | sections that may be long or contended | spin briefly, then park | phase-fair: a reader waits at most one write phase, writers in arrival order |
-//! | [`Mutex`] | exclusive sections | spin briefly, then park | barging, but after `K` bypasses (default 8) the oldest waiter is handed the lock |
+//! | [`Mutex`] | exclusive sections | spin briefly, then park | barging; a thread still waiting after its barging phase queues, and a queued waiter is handed the lock after `K` bypasses (default 8) |
 //!
 //! Invariants kept by every lock here: no thread that has announced it waits can be overtaken
 //! without bound (the bound is a count, which the tests check by counting); no waiter spins
@@ -79,8 +79,8 @@ pub type RwLockWriteGuard<'a, T> = FairRwLockWriteGuard<'a, T>;
 #[cfg(not(loom))]
 pub type RwLockUpgradableReadGuard<'a, T> = FairRwLockUpgradableReadGuard<'a, T>;
 
-/// A mutex on [`RawMutex`] (barging; after 8 bypasses the lock is handed to a waiter; spins
-/// briefly, then parks).
+/// A mutex on [`RawMutex`] (barging; a thread still waiting after its barging phase queues,
+/// and after 8 bypasses the lock is handed to a queued waiter; spins briefly, then parks).
 #[cfg(not(loom))]
 pub type Mutex<T> = lock_api::Mutex<RawMutex, T>;
 /// A guard of [`Mutex`].
