@@ -430,6 +430,8 @@ impl Db {
             unsafe { self.ctx.region.write(at, &e.encode()) }
                 .ok_or(StorageError::Corrupted { offset: at, what: "directory outside file" })?;
         }
+        // No more growth: stop faulting in space ahead before the file is cut to its data.
+        self.ctx.region.stop_prefaulter();
         let data_end = self.ctx.file_end.load(Ordering::Relaxed);
         let mut header = Header { data_end, flags: 0, ..self.header };
         self.write_header(&header)?;

@@ -45,12 +45,13 @@ impl Ctx {
             .filter(|&e| e <= MAX_FILE_LEN)
             .ok_or(StorageError::Full { needed: off.saturating_add(len), limit: MAX_FILE_LEN })?;
         self.region.ensure(end)?;
-        // The thread whose chunk crosses a window boundary faults in the next window in one
-        // system call, so writers filling fresh space take no page faults one page at a time.
+        // The thread whose chunk crosses a window boundary has the next window faulted in
+        // by the region's prefault thread (in this thread where there is none), so writers
+        // filling fresh space take no page faults one page at a time.
         let window = end & !(PREFAULT_WINDOW - 1);
         // Best effort: near the end of the reserved range the window may not fit.
-        if off < window && self.region.ensure(window + PREFAULT_WINDOW).is_ok() {
-            self.region.populate(window, PREFAULT_WINDOW);
+        if off < window && self.region.ensure(window + 2 * PREFAULT_WINDOW).is_ok() {
+            self.region.populate_ahead(window + 2 * PREFAULT_WINDOW);
         }
         Ok(off)
     }
