@@ -52,9 +52,6 @@ const TICKET: u32 = 0x2;
 const WRITERS_PARKED: u32 = 0x1;
 /// `wout`: the ticket now being served.
 const TURN: u32 = !WRITERS_PARKED;
-/// The most attempts of a writer's barging phase, whatever the [`Relax`] policy says (a policy
-/// that always spins would otherwise never queue).
-const BARGE_TURNS: u32 = 256;
 /// An entering reader whose new entry count has these bits clear checks that the lock is not
 /// close to overflowing its counters (once every 4096 entries).
 const HEADROOM_CHECK: u32 = 0xFFF * RINC;
@@ -262,7 +259,7 @@ impl<R: Relax> RawFairRwLock<R> {
         // While the policy's `barge` keeps us awake, take the turn whenever it is free; only
         // then queue with a ticket, from which point the order is strict.
         let mut relax = R::default();
-        for _ in 0..BARGE_TURNS {
+        for _ in 0..crate::relax::BARGE_TURNS {
             if !relax.barge() {
                 break;
             }

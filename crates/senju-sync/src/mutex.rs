@@ -61,10 +61,6 @@ const EPOCH_ONE: u64 = 1 << 48;
 /// can tell that hand-off (not its own to take) from a later one.
 const EPOCH: u64 = ((1 << 16) - 1) << 48;
 
-/// The most attempts of the barging phase of `lock`, whatever the [`Relax`] policy says (a
-/// policy that always spins would otherwise never register, and never be served).
-const BARGE_TURNS: u32 = 256;
-
 /// The unpark token of a thread woken to compete again.
 const TOKEN_NORMAL: UnparkToken = UnparkToken(0);
 /// The unpark token of a thread woken as the owner of the lock.
@@ -267,7 +263,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
         // `barge` keeps us awake (by default ~2 µs of spinning, then one yield), take the lock
         // whenever it is free. Only then register, and from then on the bound holds.
         let mut relax = R::default();
-        for _ in 0..BARGE_TURNS {
+        for _ in 0..crate::relax::BARGE_TURNS {
             if self.try_barge() {
                 return;
             }

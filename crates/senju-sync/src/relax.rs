@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 
 use crate::primitive::{spin_loop, yield_now};
 
+/// The most turns a lock gives [`Relax::barge`], whatever the policy says: a policy that
+/// always returns `true` (such as [`Spin`]) would otherwise never queue, and a queued waiter
+/// is what the locks' bounds protect.
+pub(crate) const BARGE_TURNS: u32 = 256;
+
 /// A waiting strategy, chosen per lock type (`RawSpinRwLock<Spin>`, ...).
 ///
 /// A fresh value (`Default`) is made for each wait; [`relax`](Relax::relax) is called once per
