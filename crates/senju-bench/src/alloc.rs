@@ -221,13 +221,8 @@ pub fn peak_rss_kib() -> u64 {
 /// The child's side: checks that the process runs the allocator [`ENV`] names (or
 /// `default` when it is unset), runs the workload and returns the line to print on stdout,
 /// which [`measure_in_child`] parses.
-pub fn child_report(
-    default: Allocator,
-    frees: Frees,
-    threads: usize,
-    pairs: u64,
-    size: usize,
-) -> Result<String, String> {
+pub fn child_report(default: Allocator, args: &ChildArgs) -> Result<String, String> {
+    let ChildArgs { frees, threads, pairs, size } = *args;
     let wanted = std::env::var(ENV).unwrap_or_else(|_| default.name().to_string());
     let active = Allocator::active().ok_or("the dispatching allocator has not run")?;
     if active.name() != wanted {
@@ -236,6 +231,24 @@ pub fn child_report(
     let elapsed = run(frees, threads, pairs, size)
         .ok_or_else(|| format!("{} frees need at least 2 threads", frees.name()))?;
     Ok(format!("elapsed_s={:.6} peak_rss_kib={}", elapsed.as_secs_f64(), peak_rss_kib()))
+}
+
+/// The child mode's flags, as [`measure_in_child`] appends them; a binary's child mode
+/// flattens this into its subcommand and passes it to [`child_report`].
+#[derive(clap::Args, Debug, Clone)]
+pub struct ChildArgs {
+    /// Who frees the blocks.
+    #[arg(long, value_parser = Frees::parse)]
+    pub frees: Frees,
+    /// Threads in all (cross frees: `threads / 2` producer-consumer pairs).
+    #[arg(long)]
+    pub threads: usize,
+    /// Allocation and free pairs per thread (local frees) or per producer (cross frees).
+    #[arg(long)]
+    pub pairs: u64,
+    /// Block size in bytes.
+    #[arg(long)]
+    pub size: usize,
 }
 
 /// The parent's side: runs `child` (a command that ends in the child mode of a binary whose

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::{Command, ExitCode};
 
 use clap::{Parser, Subcommand};
-use senju_bench::alloc::{self, Allocator, Dispatch, Frees};
+use senju_bench::alloc::{self, Allocator, ChildArgs, Dispatch, Frees};
 use senju_bench::stats::Spread;
 
 #[global_allocator]
@@ -35,16 +35,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Sub {
     /// Measure one cell with the allocator `SENJU_ALLOC` names (what the parent runs).
-    Child {
-        #[arg(long, value_parser = Frees::parse)]
-        frees: Frees,
-        #[arg(long)]
-        threads: usize,
-        #[arg(long)]
-        pairs: u64,
-        #[arg(long)]
-        size: usize,
-    },
+    Child(ChildArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -75,8 +66,8 @@ struct RunArgs {
     quick: bool,
 }
 
-fn child(frees: Frees, threads: usize, pairs: u64, size: usize) -> Result<(), String> {
-    println!("{}", alloc::child_report(Allocator::System, frees, threads, pairs, size)?);
+fn child(args: &ChildArgs) -> Result<(), String> {
+    println!("{}", alloc::child_report(Allocator::System, args)?);
     Ok(())
 }
 
@@ -247,7 +238,7 @@ fn run(r: &RunArgs) -> Result<(), String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Sub::Child { frees, threads, pairs, size }) => child(frees, threads, pairs, size),
+        Some(Sub::Child(args)) => child(&args),
         None => run(&cli.run),
     };
     match result {

@@ -6,8 +6,7 @@
 use std::collections::HashMap;
 use std::process::Command;
 
-use clap::Args;
-use senju_bench::alloc::{self, Allocator, Frees, SEED_2012};
+use senju_bench::alloc::{self, Allocator, ChildArgs, Frees, SEED_2012};
 use senju_bench::chart::{Chart, Panel, Series};
 use senju_bench::stats::Spread;
 use serde::Serialize;
@@ -18,25 +17,9 @@ use super::{Common, Outcome, progress, to_value};
 /// Block size, bytes (the document's 1 KiB).
 const SIZE: usize = 1024;
 
-/// The hidden child mode's flags.
-#[derive(Args, Debug, Clone)]
-pub(crate) struct ChildArgs {
-    #[arg(long, value_parser = Frees::parse)]
-    frees: Frees,
-    #[arg(long)]
-    threads: usize,
-    #[arg(long)]
-    pairs: u64,
-    #[arg(long)]
-    size: usize,
-}
-
 /// Runs one cell in this process and prints its result line.
 pub(crate) fn child(a: &ChildArgs) -> Result<(), String> {
-    outln!(
-        "{}",
-        alloc::child_report(super::DEFAULT_ALLOCATOR, a.frees, a.threads, a.pairs, a.size)?
-    );
+    outln!("{}", alloc::child_report(super::DEFAULT_ALLOCATOR, a)?);
     Ok(())
 }
 

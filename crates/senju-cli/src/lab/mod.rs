@@ -75,7 +75,7 @@ enum Experiment {
     Gil(GilArgs),
     /// One allocator measurement in this process (what `alloc` runs as a child).
     #[command(hide = true)]
-    AllocChild(alloc::ChildArgs),
+    AllocChild(senju_bench::alloc::ChildArgs),
 }
 
 /// Flags every experiment takes.
