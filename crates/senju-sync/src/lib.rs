@@ -6,7 +6,7 @@
 //! | lock | for | waiting | fairness |
 //! |---|---|---|---|
 //! | [`SpinRwLock`] | short CPU-bound sections (bucket locks, in-memory tables) | spin briefly, yield, then park ([`Relax`] policy) | a waiting writer keeps new readers out |
-//! | [`FairRwLock`] | sections that may be long or contended | spin briefly, then park | phase-fair: a reader waits at most one write phase, writers in arrival order |
+//! | [`FairRwLock`] | sections that may be long or contended | spin briefly, then park | phase-fair: a registered reader waits at most one write phase; writers take turns with the `Mutex`'s bounded hand-off |
 //! | [`Mutex`] | exclusive sections | spin briefly, then park | barging; a thread still waiting after its barging phase queues, and a queued waiter is handed the lock after `K` bypasses (default 8) |
 //!
 //! Invariants kept by every lock here: no thread that has announced it waits can be overtaken
@@ -36,7 +36,7 @@ mod primitive;
 pub mod relax;
 mod spin_rwlock;
 
-pub use fair_rwlock::{MAX_FAIR_READERS, RawFairRwLock};
+pub use fair_rwlock::{FAIR_RWLOCK_HANDOFF_AFTER, MAX_FAIR_READERS, RawFairRwLock};
 pub use mutex::RawMutex;
 pub use relax::{Adaptive, Hooked, Park, Relax, Spin, Yield};
 pub use spin_rwlock::{MAX_READERS, RawSpinRwLock};
@@ -51,8 +51,9 @@ pub type SpinRwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawSpinRwLoc
 #[cfg(not(loom))]
 pub type SpinRwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawSpinRwLock, T>;
 
-/// A reader-writer lock on [`RawFairRwLock`] (phase-fair: a reader waits at most one write
-/// phase, writers in arrival order; upgradable reads; spins briefly, then parks).
+/// A reader-writer lock on [`RawFairRwLock`] (phase-fair: a registered reader waits at most
+/// one write phase, writers take turns with the [`Mutex`]'s bounded hand-off; upgradable
+/// reads; spins briefly, then parks).
 #[cfg(not(loom))]
 pub type FairRwLock<T> = lock_api::RwLock<RawFairRwLock, T>;
 /// A read guard of [`FairRwLock`].

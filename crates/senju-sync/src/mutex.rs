@@ -257,6 +257,12 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
         self.state.load(Ordering::Relaxed) & WAITERS != 0
     }
 
+    /// How many threads are registered as waiters, awake or parked (a momentary snapshot;
+    /// threads still in their barging phase are not counted).
+    pub fn registered_waiters(&self) -> u32 {
+        waiters(self.state.load(Ordering::Relaxed)) as u32
+    }
+
     #[cold]
     fn lock_slow(&self) {
         // First the barging phase (see the module documentation): while the policy's

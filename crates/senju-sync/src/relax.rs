@@ -32,11 +32,13 @@ pub trait Relax: Default {
     /// After a park the lock starts over with a fresh policy value.
     fn relax(&mut self) -> bool;
 
-    /// One turn of a thread that has not queued yet: [`Mutex`](crate::Mutex) lets a thread
-    /// that finds the lock held take it whenever it sees it free for as long as this returns
-    /// `true`, and queues it (then waits with [`relax_queued`](Relax::relax_queued) on a fresh
-    /// value) once this returns `false`. The lock caps the turns, so a policy that always
-    /// returns `true` still queues. By default the same as `relax`.
+    /// One turn of a thread that has not queued yet: [`Mutex`](crate::Mutex) (and
+    /// [`FairRwLock`](crate::FairRwLock), for its writers' turn and for readers that find a
+    /// writer present) lets a thread that finds the lock held take it whenever it sees it free
+    /// for as long as this returns `true`, and queues it (then waits with
+    /// [`relax_queued`](Relax::relax_queued) on a fresh value) once this returns `false`. The
+    /// lock caps the turns, so a policy that always returns `true` still queues. By default
+    /// the same as `relax`.
     #[inline]
     fn barge(&mut self) -> bool {
         self.relax()

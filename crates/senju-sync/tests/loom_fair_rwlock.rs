@@ -249,8 +249,8 @@ fn downgrades_admit_readers_and_pass_the_turn() {
     });
 }
 
-/// Three writers: two park behind the first; each unlock must wake the next ticket, and the
-/// parked bit must survive a wake while another writer still sleeps.
+/// Three writers: two wait for the turn behind the first (the turn's `RawMutex` wakes, hands
+/// off or frees it), and the readers' and writers' words must end free.
 #[test]
 fn three_writers_in_line() {
     model(|| {
