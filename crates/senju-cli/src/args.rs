@@ -52,6 +52,9 @@ pub(crate) struct PerfArgs {
     pub(crate) set: bool,
     pub(crate) get: bool,
     pub(crate) remove: bool,
+    /// `sequence --batch`: operations per `set_many`/`get_many`/`remove_many` call (1: one
+    /// call per operation).
+    pub(crate) batch: usize,
     /// `parallel --keys`: key numbers are reduced modulo this (0: no reduction).
     pub(crate) keys: u64,
     /// `parallel --sleep`: pause after every operation.
@@ -89,6 +92,7 @@ impl PerfArgs {
             set: false,
             get: false,
             remove: false,
+            batch: 1,
             keys: 0,
             sleep: Duration::ZERO,
             rebuild: false,
@@ -121,6 +125,7 @@ impl PerfArgs {
                 ("--set_only", Sequence) => a.set = true,
                 ("--get_only", Sequence) => a.get = true,
                 ("--remove_only", Sequence) => a.remove = true,
+                ("--batch", Sequence) => a.batch = number::<usize>(flag, it.next())?.max(1),
                 ("--keys", Parallel) => a.keys = number(flag, it.next())?,
                 ("--sleep", Parallel) => {
                     let secs: f64 = number(flag, it.next())?;

@@ -87,6 +87,7 @@ Options for the sequence subcommand:
   --get_only : Does only getting.
   --remove_only : Does only removing.
   --validate : Checks every value read (sequential keys only).
+  --batch num : Operations per set_many/get_many/remove_many call. (default: 1, single calls)
 
 Options for the parallel subcommand:
   --random_key : Uses random keys rather than sequential ones.

@@ -8,6 +8,8 @@
 //! clock starts before the threads are spawned and stops after they are joined and, for set
 //! and remove, after the final `sync(Soft)` (Tkrzw's `Synchronize(false)`).
 //! QPS = iterations × threads / elapsed seconds; `mem` is the growth of the resident set.
+//! With `--batch N` (senju's own flag) each thread sends its operations N at a time through
+//! `set_many`, `get_many` and `remove_many`, in the same order and with the same values.
 
 use std::time::Instant;
 
@@ -96,7 +98,14 @@ fn run_phase(a: &PerfArgs, db: &Db, phase: Phase, base_rss: u64) -> Result<(), S
     let result = if phase == Phase::Iterate {
         iterate(db)
     } else {
-        run_workers(a.threads, |id| worker(a, db, phase, id, (id == 0).then_some(&progress)))
+        run_workers(a.threads, |id| {
+            let progress = (id == 0).then_some(&progress);
+            if a.batch > 1 {
+                batched_worker(a, db, phase, id, progress)
+            } else {
+                worker(a, db, phase, id, progress)
+            }
+        })
     };
     progress.finish();
     result?;
@@ -168,6 +177,77 @@ fn worker(
         }
         if let Some(p) = progress.filter(|_| (i + 1) % tick == 0) {
             p.tick(i + 1);
+        }
+    }
+    Ok(())
+}
+
+/// [`worker`] with `--batch`: the same keys and values, `a.batch` operations per call.
+fn batched_worker(
+    a: &PerfArgs,
+    db: &Db,
+    phase: Phase,
+    id: u64,
+    progress: Option<&Progress>,
+) -> Result<(), String> {
+    let total = a.iter * a.threads;
+    let mut rng = Rng::new(a.seed + id);
+    let mut value_rng = Rng::new(a.seed.wrapping_mul(2) + id + 1);
+    let buf = pattern(id, a.size);
+    let tick = (a.iter / 1000).max(1);
+    // Key buffers are reused from batch to batch; `values` holds (offset, length) in `buf`.
+    let mut keys: Vec<Vec<u8>> = vec![Vec::with_capacity(16); a.batch];
+    let mut numbers = Vec::with_capacity(a.batch);
+    let mut values = Vec::with_capacity(a.batch);
+    let mut i = 0;
+    while i < a.iter {
+        let n_batch = a.batch.min((a.iter - i) as usize);
+        numbers.clear();
+        values.clear();
+        for (j, key) in keys.iter_mut().take(n_batch).enumerate() {
+            let k = i + j as u64;
+            let n = if a.random_key { rng.below(total) } else { k * a.threads + id };
+            key_into(key, n);
+            numbers.push(n);
+            let len = if a.random_value && phase == Phase::Set {
+                value_rng.below(a.size as u64 + 1) as usize
+            } else {
+                a.size
+            };
+            values.push((pattern_offset(k), len));
+        }
+        let keys = &keys[..n_batch];
+        match phase {
+            Phase::Set => {
+                let pairs: Vec<(&[u8], &[u8])> = keys
+                    .iter()
+                    .zip(&values)
+                    .map(|(k, &(off, len))| (k.as_slice(), &buf[off..off + len]))
+                    .collect();
+                db.set_many(&pairs).map_err(|e| e.to_string())?;
+            }
+            Phase::Get => {
+                let found = db.get_many(keys).map_err(|e| e.to_string())?;
+                let checked = a.validate && !a.random_key && !a.random_value;
+                for ((got, &n), &(off, len)) in found.iter().zip(&numbers).zip(&values) {
+                    match got {
+                        None if !a.random_key => return Err(format!("key {n:08} not found")),
+                        Some(v) if checked && v[..] != buf[off..off + len] => {
+                            return Err(format!("wrong value for key {n:08}"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Phase::Remove => {
+                db.remove_many(keys).map_err(|e| e.to_string())?;
+            }
+            Phase::Iterate => unreachable!("iterate runs in one thread"),
+        }
+        let before = i;
+        i += n_batch as u64;
+        if let Some(p) = progress.filter(|_| before / tick != i / tick) {
+            p.tick(i);
         }
     }
     Ok(())

@@ -8,7 +8,7 @@ use crate::builder::Builder;
 use crate::error::{OpenError, Result, StorageError};
 use crate::format::{self, DIR_ENTRY_LEN, FLAG_CLEAN, Header, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE};
 use crate::iter::{Cursor, Iter};
-use crate::shard::{Ctx, Shard};
+use crate::shard::{Ctx, Shard, ShardWriter};
 use crate::table::{self, Probe};
 
 /// How durable [`Db::sync`] makes earlier writes.
@@ -72,6 +72,35 @@ fn check_key(key: &[u8]) -> Result<()> {
         return Err(StorageError::TooLarge { what: "key", len: key.len(), max: MAX_KEY_LEN });
     }
     Ok(())
+}
+
+/// How many entries ahead of the one being applied a batch prefetches index slots.
+const PREFETCH_AHEAD: usize = 4;
+
+/// Applies `op` to one shard's entries, prefetching the home slots of the entries a few
+/// places ahead so that their cache misses overlap the work on the current one.
+fn run_group(
+    w: &mut ShardWriter<'_>,
+    group: &[Planned],
+    op: &mut impl FnMut(&mut ShardWriter<'_>, &Planned) -> Result<()>,
+) -> Result<()> {
+    for p in group.iter().take(PREFETCH_AHEAD) {
+        w.prefetch(p.hash);
+    }
+    for (i, p) in group.iter().enumerate() {
+        if let Some(ahead) = group.get(i + PREFETCH_AHEAD) {
+            w.prefetch(ahead.hash);
+        }
+        op(w, p)?;
+    }
+    Ok(())
+}
+
+/// One entry of a batch, routed: its shard, its position in the batch, its key's hash.
+struct Planned {
+    shard: u32,
+    index: usize,
+    hash: u64,
 }
 
 fn check_value(len: usize) -> Result<()> {
@@ -148,13 +177,22 @@ impl Db {
 
     #[inline]
     fn route(&self, key: &[u8]) -> Result<(u64, &Shard)> {
+        let (hash, idx) = self.route_index(key)?;
+        Ok((hash, &self.shards[idx as usize]))
+    }
+
+    /// The key's hash and the index of its shard (checks the key and that the database is
+    /// open).
+    #[inline]
+    fn route_index(&self, key: &[u8]) -> Result<(u64, u32)> {
         if self.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
         check_key(key)?;
         let hash = format::key_hash(key, self.ctx.salt);
-        let idx = hash.checked_shr(64 - self.shard_bits).unwrap_or(0) as usize;
-        Ok((hash, &self.shards[idx]))
+        // At most 16 shard bits (`Header::MAX_SHARD_BITS`), so the index fits a u32.
+        let idx = hash.checked_shr(64 - self.shard_bits).unwrap_or(0) as u32;
+        Ok((hash, idx))
     }
 
     /// Calls `f` with the value of `key` in place (no copy) and returns what it returns, or
@@ -270,19 +308,76 @@ impl Db {
         keys.iter().map(|k| self.get(k.as_ref())).collect()
     }
 
-    /// Sets every pair, in order (each set is separately atomic; on error, the pairs before
-    /// the failing one are set).
+    /// Sets every pair (each set is separately atomic).
+    ///
+    /// Every key and value is checked first, so a key or value that is too large fails the
+    /// call before anything is written. The pairs are then applied shard by shard, each
+    /// shard's pairs in their order under one hold of its lock, so of two pairs with the same
+    /// key the later one wins. Shards that no other thread is writing to go first; the others
+    /// wait until the end, so one busy shard (another writer, or an index growing) does not
+    /// hold up the rest of the batch. Another thread may see the pairs appear in any order.
+    /// On a storage error (disk full, closed) the pairs applied before it stay set.
     pub fn set_many<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
-        pairs.iter().try_for_each(|(k, v)| self.set(k.as_ref(), v.as_ref()))
+        if let [(k, v)] = pairs {
+            return self.set(k.as_ref(), v.as_ref());
+        }
+        let mut plan = Vec::with_capacity(pairs.len());
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            let (hash, shard) = self.route_index(k.as_ref())?;
+            check_value(v.as_ref().len())?;
+            plan.push(Planned { shard, index: i, hash });
+        }
+        self.writable()?;
+        self.by_shard(&mut plan, |w, p| {
+            let (k, v) = &pairs[p.index];
+            w.set(p.hash, k.as_ref(), v.as_ref())
+        })
     }
 
-    /// Removes every key; returns how many were present.
-    pub fn remove_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
-        let mut n = 0;
-        for k in keys {
-            n += u64::from(self.remove(k.as_ref())?);
+    /// Runs `op` for every planned entry under its shard's writer lock, one hold per shard,
+    /// entries of a shard in their `index` order; free shards first, busy ones at the end.
+    fn by_shard(
+        &self,
+        plan: &mut [Planned],
+        mut op: impl FnMut(&mut ShardWriter<'_>, &Planned) -> Result<()>,
+    ) -> Result<()> {
+        plan.sort_unstable_by_key(|p| (p.shard, p.index));
+        let mut busy = Vec::new();
+        for group in plan.chunk_by(|a, b| a.shard == b.shard) {
+            let shard = &self.shards[group[0].shard as usize];
+            match shard.try_writer(&self.ctx)? {
+                Some(mut w) => run_group(&mut w, group, &mut op)?,
+                None => busy.push(group),
+            }
         }
-        Ok(n)
+        for group in busy {
+            let mut w = self.shards[group[0].shard as usize].writer(&self.ctx)?;
+            run_group(&mut w, group, &mut op)?;
+        }
+        Ok(())
+    }
+
+    /// Removes every key; returns how many removals found their key present (a key given
+    /// twice counts once). Keys are checked first and applied shard by shard, busy shards
+    /// last, as in [`set_many`](Db::set_many).
+    pub fn remove_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
+        if let [k] = keys {
+            return self.remove(k.as_ref()).map(u64::from);
+        }
+        let mut plan = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let (hash, shard) = self.route_index(k.as_ref())?;
+            plan.push(Planned { shard, index: i, hash });
+        }
+        self.writable()?;
+        let mut removed = 0;
+        self.by_shard(&mut plan, |w, p| {
+            let key = keys[p.index].as_ref();
+            let found = w.probe(p.hash, key)?;
+            removed += u64::from(w.delete(found, key)?);
+            Ok(())
+        })?;
+        Ok(removed)
     }
 
     /// The number of records (a momentary sum over the shards).

@@ -265,6 +265,16 @@ impl Shard {
         Ok(ShardWriter { ctx, shard: self, st })
     }
 
+    /// Takes the shard's writer lock only if no other thread holds it (`Ok(None)` if one
+    /// does); fails with `Closed` once the database is closed.
+    pub(crate) fn try_writer<'a>(&'a self, ctx: &'a Ctx) -> Result<Option<ShardWriter<'a>>> {
+        let Some(st) = self.state.try_write() else { return Ok(None) };
+        if ctx.closed.load(Ordering::Relaxed) {
+            return Err(StorageError::Closed);
+        }
+        Ok(Some(ShardWriter { ctx, shard: self, st }))
+    }
+
     /// Takes the writer lock even after close (for close itself and for recovery).
     pub(crate) fn writer_unchecked<'a>(&'a self, ctx: &'a Ctx) -> ShardWriter<'a> {
         ShardWriter { ctx, shard: self, st: self.state.write() }
@@ -305,6 +315,16 @@ impl<'a> ShardWriter<'a> {
                 }
                 Ok(Some(r))
             }
+        }
+    }
+
+    /// Asks the CPU to start loading the home slot of `hash` (a hint: nothing if the shard
+    /// has no table yet).
+    pub(crate) fn prefetch(&self, hash: u64) {
+        if let Some(t) = self.table()
+            && let Ok(slots) = t.view(&self.ctx.region)
+        {
+            table::prefetch(slots, hash);
         }
     }
 

@@ -86,6 +86,95 @@ fn batches_iter_clear_stats() {
     });
 }
 
+/// Batches apply shard by shard, not in the order given: the later of two pairs with the
+/// same key must still win, an invalid key must fail the call before anything is written, and
+/// a key removed twice in one batch counts once.
+#[test]
+fn batches_keep_order_per_key_and_check_before_writing() {
+    each_engine(|db| {
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..300u32)
+            .map(|i| (format!("{:04}", i % 100).into_bytes(), i.to_le_bytes().to_vec()))
+            .collect();
+        db.set_many(&pairs).unwrap();
+        assert_eq!(db.len(), 100);
+        for k in 0..100u32 {
+            let got = db.get(format!("{k:04}").as_bytes()).unwrap();
+            assert_eq!(got, Some((k + 200).to_le_bytes().to_vec()), "key {k}: not the last pair");
+        }
+
+        let long = vec![b'x'; MAX_KEY_LEN + 1];
+        let bad: Vec<(&[u8], &[u8])> = vec![(b"new-1", b"v"), (&long, b"v"), (b"new-2", b"v")];
+        assert!(matches!(db.set_many(&bad), Err(StorageError::TooLarge { what: "key", .. })));
+        assert_eq!(db.get(b"new-1").unwrap(), None, "a pair before the bad key was written");
+        assert_eq!(db.len(), 100);
+        let bad_keys: Vec<&[u8]> = vec![b"0001", &long];
+        assert!(db.remove_many(&bad_keys).is_err());
+        assert!(db.contains(b"0001").unwrap(), "a key before the bad one was removed");
+
+        let keys: Vec<&[u8]> = vec![b"0001", b"0002", b"0001", b"absent", b"0002"];
+        assert_eq!(db.remove_many(&keys).unwrap(), 2);
+        assert_eq!(db.len(), 98);
+        db.set_many::<&[u8], &[u8]>(&[]).unwrap();
+        assert_eq!(db.remove_many::<&[u8]>(&[]).unwrap(), 0);
+    });
+}
+
+/// Threads writing batches over the same shards (so some shards are busy when a batch gets to
+/// them and wait for the end of it) must land every pair, and concurrent batch removals must
+/// count every key exactly once.
+#[test]
+fn concurrent_batches_land_every_pair() {
+    const THREADS: u32 = 4;
+    const BATCHES: u32 = 40;
+    const PER_BATCH: u32 = 250;
+    each_engine(|db| {
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                s.spawn(move || {
+                    for b in 0..BATCHES {
+                        let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..PER_BATCH)
+                            .map(|i| {
+                                let n = (b * PER_BATCH + i) * THREADS + t;
+                                (format!("{n:08}").into_bytes(), n.to_le_bytes().to_vec())
+                            })
+                            .collect();
+                        db.set_many(&pairs).unwrap();
+                    }
+                });
+            }
+        });
+        let total = THREADS * BATCHES * PER_BATCH;
+        assert_eq!(db.len(), u64::from(total));
+        for n in 0..total {
+            assert_eq!(
+                db.get(format!("{n:08}").as_bytes()).unwrap(),
+                Some(n.to_le_bytes().to_vec())
+            );
+        }
+        let removed: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    s.spawn(move || {
+                        // Every thread removes every key of its stride and half of the next
+                        // thread's, so some keys are removed by two threads at once.
+                        let keys: Vec<Vec<u8>> = (0..total)
+                            .filter(|n| {
+                                n % THREADS == t || (n % THREADS == (t + 1) % THREADS && n % 2 == 0)
+                            })
+                            .map(|n| format!("{n:08}").into_bytes())
+                            .collect();
+                        keys.chunks(500).map(|c| db.remove_many(c).unwrap()).sum::<u64>()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(removed, u64::from(total), "a key counted twice or not at all");
+        assert!(db.is_empty());
+        db.clear().unwrap();
+    });
+}
+
 #[test]
 fn tables_grow_with_the_data() {
     let db = Db::builder().shards(1).memory().unwrap();
