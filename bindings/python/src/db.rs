@@ -422,7 +422,9 @@ impl PyDb {
     }
 
     /// Sets every pair of a mapping or an iterable of `(key, value)` pairs (one GIL release
-    /// for all; each set is atomic, the batch is not).
+    /// for all; each set is atomic, the batch is not). Every key and value is checked before
+    /// anything is written; the pairs are then applied shard by shard, so another thread may
+    /// see them appear in any order (of two pairs with the same key, the later wins).
     fn set_many(&self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
         let objs = pairs_of(pairs)?;
         let ps = objs

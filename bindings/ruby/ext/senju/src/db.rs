@@ -392,8 +392,10 @@ unsafe extern "C" fn collect_pair(k: rb_sys::VALUE, v: rb_sys::VALUE, arg: rb_sy
     rb_sys::st_retval::ST_CONTINUE as i32
 }
 
-/// `db.set_many(hash)`: sets every pair (each set atomic on its own; on error, the pairs
-/// before the failing one are set).
+/// `db.set_many(hash)`: sets every pair (each set atomic on its own). Every key and value is
+/// checked before anything is written; the engine then applies the pairs shard by shard, so
+/// another thread may see them appear in any order, and on a storage error the pairs applied
+/// before it stay set.
 fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
     let n = hash.len();
