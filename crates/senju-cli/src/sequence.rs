@@ -127,6 +127,53 @@ fn iterate(db: &Db) -> Result<(), String> {
     Ok(())
 }
 
+/// The keys and values of thread `id`, iteration by iteration: the same sequence whether the
+/// operations go one per call or in batches.
+struct Stream {
+    random_key: bool,
+    random_value: bool,
+    size: usize,
+    threads: u64,
+    id: u64,
+    total: u64,
+    rng: Rng,
+    value_rng: Rng,
+    buf: Vec<u8>,
+}
+
+impl Stream {
+    fn new(a: &PerfArgs, id: u64) -> Stream {
+        Stream {
+            random_key: a.random_key,
+            random_value: a.random_value,
+            size: a.size,
+            threads: a.threads,
+            id,
+            total: a.iter * a.threads,
+            rng: Rng::new(a.seed + id),
+            value_rng: Rng::new(a.seed.wrapping_mul(2) + id + 1),
+            buf: pattern(id, a.size),
+        }
+    }
+
+    /// The key number of iteration `i` (drawn at random with `--random_key`).
+    fn key_number(&mut self, i: u64) -> u64 {
+        if self.random_key { self.rng.below(self.total) } else { i * self.threads + self.id }
+    }
+
+    /// Where the value of iteration `i` lies in `buf`: a set with `--random_value` draws its
+    /// length, everything else uses `--size`.
+    fn value_range(&mut self, i: u64, phase: Phase) -> std::ops::Range<usize> {
+        let len = if self.random_value && phase == Phase::Set {
+            self.value_rng.below(self.size as u64 + 1) as usize
+        } else {
+            self.size
+        };
+        let off = pattern_offset(i);
+        off..off + len
+    }
+}
+
 fn worker(
     a: &PerfArgs,
     db: &Db,
@@ -134,30 +181,22 @@ fn worker(
     id: u64,
     progress: Option<&Progress>,
 ) -> Result<(), String> {
-    let total = a.iter * a.threads;
-    let mut rng = Rng::new(a.seed + id);
-    let mut value_rng = Rng::new(a.seed.wrapping_mul(2) + id + 1);
-    let buf = pattern(id, a.size);
+    let mut stream = Stream::new(a, id);
     let mut key = Vec::with_capacity(16);
     let tick = (a.iter / 1000).max(1);
     for i in 0..a.iter {
-        let n = if a.random_key { rng.below(total) } else { i * a.threads + id };
+        let n = stream.key_number(i);
         key_into(&mut key, n);
         match phase {
             Phase::Set => {
-                let len = if a.random_value {
-                    value_rng.below(a.size as u64 + 1) as usize
-                } else {
-                    a.size
-                };
-                let off = pattern_offset(i);
-                db.set(&key, &buf[off..off + len]).map_err(|e| e.to_string())?;
+                let value = stream.value_range(i, phase);
+                db.set(&key, &stream.buf[value]).map_err(|e| e.to_string())?;
             }
             Phase::Get => {
                 let checked = a.validate && !a.random_key && !a.random_value;
                 let found = if checked {
-                    let off = pattern_offset(i);
-                    let want = &buf[off..off + a.size];
+                    let range = stream.value_range(i, phase);
+                    let want = &stream.buf[range];
                     db.get_with(&key, |v| v == want)
                         .map_err(|e| e.to_string())?
                         .map(|ok| ok.then_some(()).ok_or(format!("wrong value for key {n:08}")))
@@ -190,12 +229,9 @@ fn batched_worker(
     id: u64,
     progress: Option<&Progress>,
 ) -> Result<(), String> {
-    let total = a.iter * a.threads;
-    let mut rng = Rng::new(a.seed + id);
-    let mut value_rng = Rng::new(a.seed.wrapping_mul(2) + id + 1);
-    let buf = pattern(id, a.size);
+    let mut stream = Stream::new(a, id);
     let tick = (a.iter / 1000).max(1);
-    // Key buffers are reused from batch to batch; `values` holds (offset, length) in `buf`.
+    // Key buffers are reused from batch to batch; `values` holds ranges of `stream.buf`.
     let mut keys: Vec<Vec<u8>> = vec![Vec::with_capacity(16); a.batch];
     let mut numbers = Vec::with_capacity(a.batch);
     let mut values = Vec::with_capacity(a.batch);
@@ -206,33 +242,29 @@ fn batched_worker(
         values.clear();
         for (j, key) in keys.iter_mut().take(n_batch).enumerate() {
             let k = i + j as u64;
-            let n = if a.random_key { rng.below(total) } else { k * a.threads + id };
+            let n = stream.key_number(k);
             key_into(key, n);
             numbers.push(n);
-            let len = if a.random_value && phase == Phase::Set {
-                value_rng.below(a.size as u64 + 1) as usize
-            } else {
-                a.size
-            };
-            values.push((pattern_offset(k), len));
+            values.push(stream.value_range(k, phase));
         }
         let keys = &keys[..n_batch];
+        let buf = &stream.buf;
         match phase {
             Phase::Set => {
                 let pairs: Vec<(&[u8], &[u8])> = keys
                     .iter()
                     .zip(&values)
-                    .map(|(k, &(off, len))| (k.as_slice(), &buf[off..off + len]))
+                    .map(|(k, v)| (k.as_slice(), &buf[v.clone()]))
                     .collect();
                 db.set_many(&pairs).map_err(|e| e.to_string())?;
             }
             Phase::Get => {
                 let found = db.get_many(keys).map_err(|e| e.to_string())?;
                 let checked = a.validate && !a.random_key && !a.random_value;
-                for ((got, &n), &(off, len)) in found.iter().zip(&numbers).zip(&values) {
+                for ((got, &n), v) in found.iter().zip(&numbers).zip(&values) {
                     match got {
                         None if !a.random_key => return Err(format!("key {n:08} not found")),
-                        Some(v) if checked && v[..] != buf[off..off + len] => {
+                        Some(got) if checked && got[..] != buf[v.clone()] => {
                             return Err(format!("wrong value for key {n:08}"));
                         }
                         _ => {}

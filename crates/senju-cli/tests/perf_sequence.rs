@@ -58,6 +58,30 @@ fn sequence_in_memory_with_random_keys_and_values() {
     assert!(done_line(&out, "Removing").contains("qps="));
 }
 
+/// `--batch` runs the same keys and values through the batch calls: every phase finds what
+/// the set phase wrote (`--validate` compares every value), and the last, short batch counts.
+#[test]
+fn batches_run_every_phase_and_validate() {
+    let out = run(&[
+        "perf",
+        "sequence",
+        "--dbm",
+        "memory",
+        "--iter",
+        "1003",
+        "--threads",
+        "2",
+        "--batch",
+        "100",
+        "--validate",
+    ]);
+    assert!(done_line(&out, "Setting").contains("num_records=2006 "), "{out}");
+    assert!(done_line(&out, "Getting").contains("num_records=2006 "), "{out}");
+    assert!(done_line(&out, "Removing").contains("num_records=0 "), "{out}");
+    let bad = senju(&["perf", "parallel", "--batch", "10"]);
+    assert!(!bad.status.success(), "--batch belongs to sequence only");
+}
+
 #[test]
 fn set_only_runs_one_phase_and_bad_flags_fail() {
     let out = run(&["perf", "sequence", "--dbm", "memory", "--iter", "10", "--set_only"]);

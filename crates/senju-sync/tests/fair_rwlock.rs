@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::NoBarge;
 use senju_sync::{FairRwLock, FairRwLockUpgradableReadGuard, FairRwLockWriteGuard, RawFairRwLock};
 
 /// Aborts the process with `what` if the returned flag is not set within about 60 s.
@@ -409,25 +412,6 @@ fn registered_readers_wait_one_write_phase_and_every_writer_gets_in() {
     finished.store(true, SeqCst);
     assert!(readers_seen > ROUNDS, "too few queued readers to say anything");
     assert!(max_phases_waited <= 1);
-}
-
-/// The default waiting without the barging phase: a writer registers for the turn at its
-/// first miss, so every trial of `writer_hand_off_bound` exercises the bound.
-#[derive(Default)]
-struct NoBarge(senju_sync::Adaptive);
-
-impl senju_sync::Relax for NoBarge {
-    fn relax(&mut self) -> bool {
-        self.0.relax()
-    }
-
-    fn barge(&mut self) -> bool {
-        false
-    }
-
-    fn relax_queued(&mut self) -> bool {
-        self.0.relax_queued()
-    }
 }
 
 /// Writer A takes and releases the lock in a tight loop, counting its acquisitions and those

@@ -8,27 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod common;
+
+use common::NoBarge;
 use senju_sync::{Adaptive, Mutex, RawMutex, Relax};
-
-/// The default waiting without the barging phase: a thread registers at its first miss, so
-/// every trial of the hand-off test exercises the bound (with [`Adaptive`] the waiter often
-/// gets the lock while barging and never registers).
-#[derive(Default)]
-struct NoBarge(Adaptive);
-
-impl Relax for NoBarge {
-    fn relax(&mut self) -> bool {
-        self.0.relax()
-    }
-
-    fn barge(&mut self) -> bool {
-        false
-    }
-
-    fn relax_queued(&mut self) -> bool {
-        self.0.relax_queued()
-    }
-}
 
 /// Ends the process if the test has not finished in `secs` seconds (a hang, not a slow run).
 fn watchdog(name: &'static str, secs: u64) -> mpsc::Sender<()> {
