@@ -263,6 +263,8 @@ fn open_file(
         file.set_len(fixed_len).map_err(io_err)?;
     }
     let region = Region::new(file, max_size, fixed_len, true).map_err(io_err)?;
+    // A database file allocates its blocks as it grows; the memory engine's memfd does not.
+    let region = if path.is_some() { region.preallocating() } else { region };
     let ctx = Ctx {
         region,
         salt: header.salt,

@@ -53,6 +53,9 @@ pub(crate) struct Region {
     /// The thread that faults in fresh space ahead of the writers, started by the first
     /// [`populate_ahead`](Region::populate_ahead) (`None` inside: it could not be started).
     prefaulter: OnceLock<Option<Prefaulter>>,
+    /// Growth allocates the file's blocks (`fallocate`) instead of extending it sparsely; set
+    /// for database files by [`preallocating`](Region::preallocating), not for memfds.
+    preallocate: bool,
 }
 
 /// A thread that faults in pages of the map on request (`MADV_POPULATE_WRITE`), so that the
@@ -130,12 +133,27 @@ impl Region {
             grow: Mutex::new(()),
             share: if writable { libc::MAP_SHARED } else { libc::MAP_PRIVATE },
             prefaulter: OnceLock::new(),
+            preallocate: false,
         };
         if len > 0 {
             region.map_range(0, len)?;
             region.mapped.store(len, Ordering::Release);
         }
         Ok(region)
+    }
+
+    /// Makes growth allocate the file's blocks ahead (`fallocate`), for a database file.
+    ///
+    /// Why: a sparse file mapped for writing reserves its blocks page by page, inside page
+    /// faults. That costs the file system's per-page bookkeeping on every fresh page (with
+    /// 64 KiB values, a set at 1 thread ran 15k/s sparse and 27k/s preallocated), and when
+    /// the disk is full the fault cannot fail cleanly: the process gets `SIGBUS`. Allocated
+    /// ahead, a full disk is an error from the write that needed the space, and the
+    /// preallocated tail is cut off again when the database is closed. (Not for the memory
+    /// engine's memfd, where allocating would take memory ahead.)
+    pub(crate) fn preallocating(mut self) -> Region {
+        self.preallocate = true;
+        self
     }
 
     /// Maps file bytes `from..to` at `base + from` (both page-aligned, inside the reservation).
@@ -193,11 +211,58 @@ impl Region {
         }
         let want = end.max(cur + cur.min(GROW_MAX));
         let new_len = crate::format::align_up(want, GROW_STEP).min(self.reserved);
-        self.file.set_len(new_len).map_err(GrowError::Io)?;
+        let new_len = self.extend_file(cur, new_len, end).map_err(GrowError::Io)?;
         self.map_range(cur, new_len).map_err(GrowError::Io)?;
         // Release pairs with the Acquire in `len`: whoever sees the new length sees the pages.
         self.mapped.store(new_len, Ordering::Release);
         Ok(())
+    }
+
+    /// Extends the file from `cur` to `new_len` bytes and returns its new length. With
+    /// [`preallocate`](Region::preallocating), the blocks are allocated; if that fails for
+    /// lack of space, only the step that `needed` bytes require is tried before the error is
+    /// returned; a file system that cannot allocate ahead gets a sparse extension.
+    fn extend_file(&self, cur: u64, new_len: u64, needed: u64) -> io::Result<u64> {
+        if !self.preallocate {
+            self.file.set_len(new_len)?;
+            return Ok(new_len);
+        }
+        let smallest = crate::format::align_up(needed, GROW_STEP).min(new_len);
+        let mut len = new_len;
+        loop {
+            match self.allocate(cur, len) {
+                Ok(()) => return Ok(len),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => {
+                    self.file.set_len(new_len)?;
+                    return Ok(new_len);
+                }
+                Err(e)
+                    if len > smallest
+                        && matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EFBIG)) =>
+                {
+                    len = smallest;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `fallocate(2)` of bytes `from..to` (mode 0: the file grows to `to` if shorter).
+    fn allocate(&self, from: u64, to: u64) -> io::Result<()> {
+        let (Ok(off), Ok(len)) = (libc::off_t::try_from(from), libc::off_t::try_from(to - from))
+        else {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        loop {
+            // SAFETY: a plain system call on our own descriptor; it touches no memory of ours.
+            if unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off, len) } == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
     }
 
     /// Cuts the file to `len` (page-aligned) while opening, before anyone else sees the map.
