@@ -151,8 +151,10 @@ impl Region {
     /// ahead, a full disk is an error from the write that needed the space, and the
     /// preallocated tail is cut off again when the database is closed. (Not for the memory
     /// engine's memfd, where allocating would take memory ahead.)
+    /// On tmpfs nothing is gained and memory would be taken ahead, so the file stays sparse
+    /// there.
     pub(crate) fn preallocating(mut self) -> Region {
-        self.preallocate = true;
+        self.preallocate = !on_tmpfs(&self.file);
         self
     }
 
@@ -499,6 +501,20 @@ impl Region {
     pub(crate) fn file(&self) -> &File {
         &self.file
     }
+}
+
+/// Whether `file` lives on tmpfs (where `fallocate` would allocate memory, not blocks).
+fn on_tmpfs(file: &File) -> bool {
+    /// `TMPFS_MAGIC` of `<linux/magic.h>`.
+    const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fstatfs` fills the buffer on success, and it is read only then.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: initialized by the successful call above.
+    let st = unsafe { st.assume_init() };
+    libc::c_long::from(st.f_type) == TMPFS_MAGIC
 }
 
 /// `madvise(MADV_POPULATE_WRITE)` over `len` bytes at address `at`; errors are ignored (it
