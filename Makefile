@@ -47,6 +47,7 @@ smoke:
 	$(BIN)/senju-lockbench --quick --threads 1,2 --no-checks
 	$(CARGO) build --release -q -p senju-cli --bin senju -p senju-bench --bin senju-allocbench
 	$(BIN)/senju perf sequence --iter 5000 --threads 2 --validate
+	$(BIN)/senju perf sequence --iter 5000 --threads 2 --batch 100 --validate
 	$(BIN)/senju perf sequence --dbm memory --iter 5000 --threads 2 --random_key --random_value
 	$(BIN)/senju perf parallel --iter 5000 --threads 2 --random_key --validate
 	$(BIN)/senju perf parallel --dbm memory --iter 5000 --threads 4 --keys 1000 --validate
