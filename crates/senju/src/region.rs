@@ -54,7 +54,7 @@ pub(crate) struct Region {
     /// [`populate_ahead`](Region::populate_ahead) (`None` inside: it could not be started).
     prefaulter: OnceLock<Option<Prefaulter>>,
     /// Growth allocates the file's blocks (`fallocate`) instead of extending it sparsely; set
-    /// for database files by [`preallocating`](Region::preallocating), not for memfds.
+    /// for database files not on tmpfs by [`preallocating`](Region::preallocating).
     preallocate: bool,
 }
 
@@ -145,14 +145,13 @@ impl Region {
     /// Makes growth allocate the file's blocks ahead (`fallocate`), for a database file.
     ///
     /// Why: a sparse file mapped for writing reserves its blocks page by page, inside page
-    /// faults. That costs the file system's per-page bookkeeping on every fresh page (with
-    /// 64 KiB values, a set at 1 thread ran 15k/s sparse and 27k/s preallocated), and when
-    /// the disk is full the fault cannot fail cleanly: the process gets `SIGBUS`. Allocated
+    /// faults. That costs the file system's per-page bookkeeping on every fresh page (64 KiB
+    /// sets at 1 thread: 25.4k/s sparse, 29.9k/s preallocated; BENCHMARKS.md), and when the
+    /// disk is full the fault cannot fail cleanly: the process gets `SIGBUS`. Allocated
     /// ahead, a full disk is an error from the write that needed the space, and the
-    /// preallocated tail is cut off again when the database is closed. (Not for the memory
-    /// engine's memfd, where allocating would take memory ahead.)
-    /// On tmpfs nothing is gained and memory would be taken ahead, so the file stays sparse
-    /// there.
+    /// preallocated tail is cut off again when the database is closed. A file on tmpfs stays
+    /// sparse (allocating there would take memory ahead, as it would for the memory engine's
+    /// memfd, which never calls this).
     pub(crate) fn preallocating(mut self) -> Region {
         self.preallocate = !on_tmpfs(&self.file);
         self
