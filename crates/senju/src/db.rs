@@ -321,17 +321,29 @@ impl Db {
         if let [(k, v)] = pairs {
             return self.set(k.as_ref(), v.as_ref());
         }
-        let mut plan = Vec::with_capacity(pairs.len());
-        for (i, (k, v)) in pairs.iter().enumerate() {
-            let (hash, shard) = self.route_index(k.as_ref())?;
-            check_value(v.as_ref().len())?;
-            plan.push(Planned { shard, index: i, hash });
-        }
-        self.writable()?;
+        let mut plan =
+            self.plan(pairs.iter().map(|(k, _)| k), |i| check_value(pairs[i].1.as_ref().len()))?;
         self.by_shard(&mut plan, |w, p| {
             let (k, v) = &pairs[p.index];
             w.set(p.hash, k.as_ref(), v.as_ref())
         })
+    }
+
+    /// Routes every key of a batch into a plan, checking each key, then `check(i)` for entry
+    /// `i`, then that the handle may write: an invalid entry fails before anything is written.
+    fn plan<K: AsRef<[u8]>>(
+        &self,
+        keys: impl ExactSizeIterator<Item = K>,
+        mut check: impl FnMut(usize) -> Result<()>,
+    ) -> Result<Vec<Planned>> {
+        let mut plan = Vec::with_capacity(keys.len());
+        for (index, k) in keys.enumerate() {
+            let (hash, shard) = self.route_index(k.as_ref())?;
+            check(index)?;
+            plan.push(Planned { shard, index, hash });
+        }
+        self.writable()?;
+        Ok(plan)
     }
 
     /// Runs `op` for every planned entry under its shard's writer lock, one hold per shard,
@@ -364,12 +376,7 @@ impl Db {
         if let [k] = keys {
             return self.remove(k.as_ref()).map(u64::from);
         }
-        let mut plan = Vec::with_capacity(keys.len());
-        for (i, k) in keys.iter().enumerate() {
-            let (hash, shard) = self.route_index(k.as_ref())?;
-            plan.push(Planned { shard, index: i, hash });
-        }
-        self.writable()?;
+        let mut plan = self.plan(keys.iter(), |_| Ok(()))?;
         let mut removed = 0;
         self.by_shard(&mut plan, |w, p| {
             let key = keys[p.index].as_ref();

@@ -332,9 +332,7 @@ impl<'a> ShardWriter<'a> {
     /// prefetched and a small record is assembled and checksummed on the stack while the slot
     /// is on its way from memory; then probe, append, index, as [`put`](Self::put) does.
     pub(crate) fn set(&mut self, hash: u64, key: &[u8], value: &[u8]) -> Result<()> {
-        if let Some(t) = self.table() {
-            table::prefetch(t.view(&self.ctx.region)?, hash);
-        }
+        self.prefetch(hash);
         let Some(rec) = SmallRecord::new(REC_SET, key, &[value], self.ctx.salt) else {
             let p = self.probe(hash, key)?;
             return self.put(p, hash, key, &[value]);
