@@ -6,6 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
+use crate::auto::AutoRebuild;
 use crate::db::Db;
 use crate::epoch::Epochs;
 use crate::error::OpenError;
@@ -19,6 +20,9 @@ use crate::region::Region;
 use crate::shard::{CacheLine, Ctx, Shard};
 use crate::table::TableRef;
 
+/// [`Builder::auto_rebuild`]'s default: 64 MiB of dead records (split among the shards).
+const DEFAULT_AUTO_REBUILD: u64 = 64 << 20;
+
 /// Options for opening or creating a database.
 ///
 /// | option | default | saved in the file? |
@@ -29,6 +33,7 @@ use crate::table::TableRef;
 /// | [`truncate`](Builder::truncate) | `false` | no |
 /// | [`read_only`](Builder::read_only) | `false` | no |
 /// | [`capacity_hint`](Builder::capacity_hint) | 0 (none) | no |
+/// | [`auto_rebuild`](Builder::auto_rebuild) | `Some(64 MiB)` | no |
 ///
 /// There is no bucket count to guess: each shard's index grows with its data.
 ///
@@ -48,6 +53,7 @@ pub struct Builder {
     truncate: bool,
     read_only: bool,
     capacity_hint: u64,
+    auto_rebuild: Option<u64>,
 }
 
 impl Default for Builder {
@@ -59,6 +65,7 @@ impl Default for Builder {
             truncate: false,
             read_only: false,
             capacity_hint: 0,
+            auto_rebuild: Some(DEFAULT_AUTO_REBUILD),
         }
     }
 }
@@ -120,6 +127,30 @@ impl Builder {
         self
     }
 
+    /// Rebuilds shards in the background once dead records (overwritten or removed) outweigh
+    /// live ones, so a database whose keys are rewritten again and again keeps a bounded
+    /// size. With `Some(bytes)`, a shard is rebuilt once its dead records take at least
+    /// `bytes / shards` bytes and at least as many bytes as its live records; the file then
+    /// stays within about twice its live data plus `bytes`. `None` turns it off: the file
+    /// then keeps every overwritten record until you call [`Db::rebuild`].
+    ///
+    /// The rebuild runs in a thread of its own (`senju-rebuild`, started the first time a
+    /// shard crosses the threshold) with the protocol of [`Db::rebuild`]: readers never wait,
+    /// a writer waits only while its own shard is copied, and each pass syncs the file (hard)
+    /// twice. [`Db::close`] stops it. [`Stats::auto_rebuilds`](crate::Stats) counts the
+    /// passes; if one fails (a full disk, say), automatic rebuilds stop for this handle and
+    /// [`Stats::auto_rebuild_error`](crate::Stats) says why. Default: `Some(64 MiB)`. Not
+    /// saved; ignored for read-only handles.
+    pub fn auto_rebuild(mut self, min_dead_bytes: Option<u64>) -> Builder {
+        self.auto_rebuild = min_dead_bytes;
+        self
+    }
+
+    /// The per-shard threshold of [`auto_rebuild`](Builder::auto_rebuild) (0: never).
+    fn auto_rebuild_shard_min(&self) -> u64 {
+        self.auto_rebuild.map_or(0, |b| (b / u64::from(self.shards.max(1))).max(1))
+    }
+
     /// Slots of the first table: `capacity_hint / shards` records at most 7/8 full.
     fn first_table_slots(&self) -> u64 {
         let per_shard = self.capacity_hint / u64::from(self.shards.max(1));
@@ -165,7 +196,7 @@ impl Builder {
         if self.truncate {
             file.set_len(0).map_err(io_err)?;
         }
-        open_file(file, Some(path), shard_bits, self.max_size, self.first_table_slots())
+        open_file(file, Some(path), shard_bits, &self)
     }
 
     /// [`open`](Builder::open) for [`read_only`](Builder::read_only): a shared lock, no
@@ -207,6 +238,7 @@ impl Builder {
             closed: AtomicBool::new(false),
             first_table_slots: 0,
             epochs: Epochs::new(),
+            auto: AutoRebuild::new(0),
         };
         let n = 1usize << header.shard_bits;
         let shards = load_directory(&ctx, &header, n)
@@ -220,7 +252,7 @@ impl Builder {
         let shard_bits = self.check()?;
         let file =
             file_lock::memfd().map_err(|source| OpenError::Io { path: PathBuf::new(), source })?;
-        open_file(file, None, shard_bits, self.max_size, self.first_table_slots())
+        open_file(file, None, shard_bits, &self)
     }
 }
 
@@ -229,9 +261,10 @@ fn open_file(
     file: File,
     path: Option<PathBuf>,
     shard_bits: u32,
-    max_size: u64,
-    first_table_slots: u64,
+    options: &Builder,
 ) -> Result<Db, OpenError> {
+    let (max_size, first_table_slots) = (options.max_size, options.first_table_slots());
+    let auto_rebuild = options.auto_rebuild_shard_min();
     let shown = path.clone().unwrap_or_default();
     let io_err = |source| OpenError::Io { path: shown.clone(), source };
     let mut len = file.metadata().map_err(io_err)?.len();
@@ -272,6 +305,7 @@ fn open_file(
         closed: AtomicBool::new(false),
         first_table_slots,
         epochs: Epochs::new(),
+        auto: AutoRebuild::new(auto_rebuild),
     };
     let n = 1usize << header.shard_bits;
     let clean = header.flags & FLAG_CLEAN != 0

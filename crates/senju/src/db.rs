@@ -1,8 +1,8 @@
 //! The database handle and its operations.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::builder::Builder;
 use crate::error::{OpenError, Result, StorageError};
@@ -35,8 +35,13 @@ pub struct Stats {
     pub table_slots: u64,
     /// Bytes of live records.
     pub live_bytes: u64,
-    /// Bytes of records that are overwritten or removed (reclaimed by a future rebuild).
+    /// Bytes of records that are overwritten or removed (reclaimed by the next rebuild).
     pub dead_bytes: u64,
+    /// Automatic rebuilds done by this handle (passes that rebuilt at least one shard; see
+    /// [`Builder::auto_rebuild`](crate::Builder::auto_rebuild)).
+    pub auto_rebuilds: u64,
+    /// Why automatic rebuilds stopped for this handle (`None`: they did not).
+    pub auto_rebuild_error: Option<String>,
 }
 
 /// An open database: a hash table of byte-string keys and values in one memory-mapped file
@@ -44,25 +49,32 @@ pub struct Stats {
 ///
 /// All methods take `&self`; share a `Db` between threads by reference or in an `Arc`.
 pub struct Db {
-    ctx: Ctx,
-    shards: Box<[Shard]>,
+    core: Arc<Core>,
     shard_bits: u32,
     header: Header,
     path: Option<PathBuf>,
     /// Whether `close` has finished; serializes concurrent `close` calls.
     close_done: Mutex<bool>,
-    /// Held by `rebuild`: one at a time.
-    rebuilding: Mutex<()>,
     /// Opened with `Builder::read_only`: every write fails, nothing is written to the file.
     read_only: bool,
+}
+
+/// What the handle shares with its automatic rebuild thread (`auto.rs`).
+pub(crate) struct Core {
+    pub(crate) ctx: Ctx,
+    pub(crate) shards: Box<[Shard]>,
+    /// A database file (whose rebuilds sync), not an in-memory database.
+    file: bool,
+    /// Held by a rebuild: one at a time.
+    rebuilding: Mutex<()>,
 }
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
             .field("path", &self.path)
-            .field("shards", &self.shards.len())
-            .field("closed", &self.ctx.closed.load(Ordering::Relaxed))
+            .field("shards", &self.core.shards.len())
+            .field("closed", &self.core.ctx.closed.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -134,14 +146,13 @@ impl Db {
         read_only: bool,
     ) -> Db {
         let shard_bits = header.shard_bits;
+        let core = Core { ctx, shards, file: path.is_some(), rebuilding: Mutex::new(()) };
         Db {
-            ctx,
-            shards,
+            core: Arc::new(core),
             shard_bits,
             header,
             path,
             close_done: Mutex::new(false),
-            rebuilding: Mutex::new(()),
             read_only,
         }
     }
@@ -158,13 +169,33 @@ impl Db {
 
     /// Whether [`close`](Db::close) has been called.
     pub fn is_closed(&self) -> bool {
-        self.ctx.closed.load(Ordering::Relaxed)
+        self.core.ctx.closed.load(Ordering::Relaxed)
     }
 
     /// Fails with `ReadOnly` on a read-only handle (checked before any write).
     #[inline]
     fn writable(&self) -> Result<()> {
-        if self.read_only { Err(StorageError::ReadOnly) } else { Ok(()) }
+        if self.read_only {
+            return Err(StorageError::ReadOnly);
+        }
+        if self.core.ctx.auto.needs_start() {
+            self.start_auto_rebuild();
+        }
+        Ok(())
+    }
+
+    /// Starts the automatic rebuild thread (a shard asked for a rebuild; see `auto.rs`).
+    #[cold]
+    fn start_auto_rebuild(&self) {
+        let core = Arc::clone(&self.core);
+        self.core.ctx.auto.start(move || {
+            std::thread::Builder::new().name("senju-rebuild".into()).spawn(move || {
+                core.ctx.auto.run(|stop| {
+                    core.rebuild(|w| w.wants_rebuild(), |_, _| {}, Some(stop))
+                        .map_err(|e| format!("automatic rebuild failed: {e}"))
+                });
+            })
+        });
     }
 
     /// [`route`](Db::route) for a write.
@@ -178,18 +209,18 @@ impl Db {
     #[inline]
     fn route(&self, key: &[u8]) -> Result<(u64, &Shard)> {
         let (hash, idx) = self.route_index(key)?;
-        Ok((hash, &self.shards[idx as usize]))
+        Ok((hash, &self.core.shards[idx as usize]))
     }
 
     /// The key's hash and the index of its shard (checks the key and that the database is
     /// open).
     #[inline]
     fn route_index(&self, key: &[u8]) -> Result<(u64, u32)> {
-        if self.ctx.closed.load(Ordering::Relaxed) {
+        if self.core.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
         check_key(key)?;
-        let hash = format::key_hash(key, self.ctx.salt);
+        let hash = format::key_hash(key, self.core.ctx.salt);
         // At most 16 shard bits (`Header::MAX_SHARD_BITS`), so the index fits a u32.
         let idx = hash.checked_shr(64 - self.shard_bits).unwrap_or(0) as u32;
         Ok((hash, idx))
@@ -201,8 +232,8 @@ impl Db {
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let (hash, shard) = self.route(key)?;
         // The pin keeps the record's space from being reused until `f` returns.
-        let _pin = self.ctx.epochs.pin();
-        Ok(shard.get(&self.ctx, hash, key)?.map(|r| f(r.value)))
+        let _pin = self.core.ctx.epochs.pin();
+        Ok(shard.get(&self.core.ctx, hash, key)?.map(|r| f(r.value)))
     }
 
     /// A copy of the value of `key`, or `None` if absent.
@@ -219,14 +250,14 @@ impl Db {
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let (hash, shard) = self.route_write(key)?;
         check_value(value.len())?;
-        shard.writer(&self.ctx)?.set(hash, key, value)
+        shard.writer(&self.core.ctx)?.set(hash, key, value)
     }
 
     /// Sets `key` to `value` only if `key` is absent; returns whether it was set.
     pub fn add(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         let (hash, shard) = self.route_write(key)?;
         check_value(value.len())?;
-        let mut w = shard.writer(&self.ctx)?;
+        let mut w = shard.writer(&self.core.ctx)?;
         match w.probe(hash, key)? {
             Probe::Found { .. } => Ok(false),
             p => w.put(p, hash, key, &[value]).map(|()| true),
@@ -236,7 +267,7 @@ impl Db {
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
         let (hash, shard) = self.route_write(key)?;
-        let mut w = shard.writer(&self.ctx)?;
+        let mut w = shard.writer(&self.core.ctx)?;
         let p = w.probe(hash, key)?;
         w.delete(p, key)
     }
@@ -253,7 +284,7 @@ impl Db {
         if let Some(v) = new {
             check_value(v.len())?;
         }
-        let mut w = shard.writer(&self.ctx)?;
+        let mut w = shard.writer(&self.core.ctx)?;
         let p = w.probe(hash, key)?;
         let current = w.record(p)?.map(|r| r.value);
         if current != expected {
@@ -271,7 +302,7 @@ impl Db {
     /// Appends `suffix` to the value of `key` (an absent key counts as empty).
     pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<()> {
         let (hash, shard) = self.route_write(key)?;
-        let mut w = shard.writer(&self.ctx)?;
+        let mut w = shard.writer(&self.core.ctx)?;
         let p = w.probe(hash, key)?;
         let old = w.record(p)?.map_or(&[][..], |r| r.value);
         check_value(old.len().saturating_add(suffix.len()))?;
@@ -288,7 +319,7 @@ impl Db {
         F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
     {
         let (hash, shard) = self.route_write(key)?;
-        let mut w = shard.writer(&self.ctx)?;
+        let mut w = shard.writer(&self.core.ctx)?;
         let p = w.probe(hash, key)?;
         let new = f(w.record(p)?.map(|r| r.value));
         match &new {
@@ -356,14 +387,14 @@ impl Db {
         plan.sort_unstable_by_key(|p| (p.shard, p.index));
         let mut busy = Vec::new();
         for group in plan.chunk_by(|a, b| a.shard == b.shard) {
-            let shard = &self.shards[group[0].shard as usize];
-            match shard.try_writer(&self.ctx)? {
+            let shard = &self.core.shards[group[0].shard as usize];
+            match shard.try_writer(&self.core.ctx)? {
                 Some(mut w) => run_group(&mut w, group, &mut op)?,
                 None => busy.push(group),
             }
         }
         for group in busy {
-            let mut w = self.shards[group[0].shard as usize].writer(&self.ctx)?;
+            let mut w = self.core.shards[group[0].shard as usize].writer(&self.core.ctx)?;
             run_group(&mut w, group, &mut op)?;
         }
         Ok(())
@@ -389,7 +420,7 @@ impl Db {
 
     /// The number of records (a momentary sum over the shards).
     pub fn len(&self) -> u64 {
-        self.shards.iter().map(Shard::len).sum()
+        self.core.shards.iter().map(Shard::len).sum()
     }
 
     /// Whether there are no records.
@@ -415,8 +446,8 @@ impl Db {
     /// Removes every record (shard by shard; a concurrent set may survive).
     pub fn clear(&self) -> Result<()> {
         self.writable()?;
-        for shard in self.shards.iter() {
-            shard.writer(&self.ctx)?.clear()?;
+        for shard in self.core.shards.iter() {
+            shard.writer(&self.core.ctx)?.clear()?;
         }
         Ok(())
     }
@@ -424,13 +455,13 @@ impl Db {
     /// Makes every write that returned before this call durable to the given degree. Runs
     /// concurrently with writers; for an in-memory database it does nothing.
     pub fn sync(&self, durability: Durability) -> Result<()> {
-        if self.ctx.closed.load(Ordering::Relaxed) {
+        if self.core.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
         if self.path.is_none() || self.read_only {
             return Ok(());
         }
-        Ok(self.ctx.region.sync(durability == Durability::Hard)?)
+        Ok(self.core.ctx.region.sync(durability == Durability::Hard)?)
     }
 
     /// Compacts the database online and resizes every index table to its data: each shard's
@@ -449,60 +480,27 @@ impl Db {
     /// [`rebuild`](Db::rebuild), calling `progress(done, total)` after each shard is copied
     /// (`total` is the number of shards; the commit and the two syncs follow the last call).
     /// For progress bars on large databases.
-    pub fn rebuild_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<()> {
+    pub fn rebuild_with_progress(&self, progress: impl FnMut(u64, u64)) -> Result<()> {
         self.writable()?;
-        let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
-        let total = self.shards.len() as u64;
-        let mut work = Vec::new();
-        for (id, shard) in self.shards.iter().enumerate() {
-            if let Some(c) = shard.writer(&self.ctx)?.compact()? {
-                work.push((id, c));
-            }
-            progress(id as u64 + 1, total);
-        }
-        if work.is_empty() {
-            return Ok(());
-        }
-        self.sync_hard_if_file()?;
-        for (id, c) in &work {
-            self.shards[*id].writer(&self.ctx)?.commit(c)?;
-        }
-        self.sync_hard_if_file()?;
-        // Readers that could still hold a reference into the old chunks pinned before the
-        // tables were swapped; wait them out, then zero the space and reuse it.
-        let e = self.ctx.epochs.retire();
-        self.ctx.epochs.wait(e);
-        for (_, c) in &work {
-            for &(off, len) in &c.old_chunks {
-                // SAFETY: the chunks are unreachable (no table names them since the swap) and
-                // the grace period above has passed for every reader.
-                unsafe { self.ctx.region.punch_hole(off, len)? };
-            }
-        }
-        if self.path.is_some() {
-            self.ctx.region.sync_all()?;
-        }
-        for (id, c) in &work {
-            self.shards[*id].writer_unchecked(&self.ctx).add_free(&c.old_chunks);
-        }
-        Ok(())
+        self.core.rebuild(|_| true, progress, None).map(|_| ())
     }
 
     /// Counters (momentary; each shard is locked briefly).
     pub fn stats(&self) -> Result<Stats> {
         let mut s = Stats {
-            shards: self.shards.len() as u64,
-            file_bytes: self.ctx.file_end.load(Ordering::Relaxed),
+            shards: self.core.shards.len() as u64,
+            file_bytes: self.core.ctx.file_end.load(Ordering::Relaxed),
             ..Stats::default()
         };
-        for shard in self.shards.iter() {
-            let w = shard.writer(&self.ctx)?;
+        for shard in self.core.shards.iter() {
+            let w = shard.writer(&self.core.ctx)?;
             let (slots, live, dead) = w.usage();
             s.records += shard.len();
             s.table_slots += slots;
             s.live_bytes += live;
             s.dead_bytes += dead;
         }
+        (s.auto_rebuilds, s.auto_rebuild_error) = self.core.ctx.auto.report();
         Ok(s)
     }
 
@@ -515,34 +513,37 @@ impl Db {
             return Ok(());
         }
         *done = true;
-        self.ctx.closed.store(true, Ordering::Relaxed);
+        // First, so that no rebuild runs from here on (one in progress commits what it
+        // copied and stops).
+        self.core.ctx.auto.stop();
+        self.core.ctx.closed.store(true, Ordering::Relaxed);
         if self.path.is_none() {
             return Ok(());
         }
         if self.read_only {
-            crate::file_lock::unlock(self.ctx.region.file())?;
+            crate::file_lock::unlock(self.core.ctx.region.file())?;
             return Ok(());
         }
-        for (id, shard) in self.shards.iter().enumerate() {
+        for (id, shard) in self.core.shards.iter().enumerate() {
             // Taking each lock once after `closed` is set waits out the writer in flight;
             // later writers see `closed` under the lock.
-            let e = shard.writer_unchecked(&self.ctx).dir_entry();
+            let e = shard.writer_unchecked(&self.core.ctx).dir_entry();
             let at = PAGE + (id * DIR_ENTRY_LEN) as u64;
             // SAFETY: the directory is written only here and read only while opening.
-            unsafe { self.ctx.region.write(at, &e.encode()) }
+            unsafe { self.core.ctx.region.write(at, &e.encode()) }
                 .ok_or(StorageError::Corrupted { offset: at, what: "directory outside file" })?;
         }
         // No more growth: stop faulting in space ahead before the file is cut to its data.
-        self.ctx.region.stop_prefaulter();
-        let data_end = self.ctx.file_end.load(Ordering::Relaxed);
+        self.core.ctx.region.stop_prefaulter();
+        let data_end = self.core.ctx.file_end.load(Ordering::Relaxed);
         let mut header = Header { data_end, flags: 0, ..self.header };
         self.write_header(&header)?;
-        self.ctx.region.sync(true)?;
-        self.ctx.region.truncate_file(data_end)?;
+        self.core.ctx.region.sync(true)?;
+        self.core.ctx.region.truncate_file(data_end)?;
         header.flags = FLAG_CLEAN;
         self.write_header(&header)?;
-        self.ctx.region.sync(true)?;
-        crate::file_lock::unlock(self.ctx.region.file())?;
+        self.core.ctx.region.sync(true)?;
+        crate::file_lock::unlock(self.core.ctx.region.file())?;
         Ok(())
     }
 
@@ -550,35 +551,32 @@ impl Db {
     pub(crate) fn write_header(&self, h: &Header) -> Result<()> {
         // SAFETY: the header is written only by open and close, which no other operation
         // overlaps, and read only while opening.
-        unsafe { self.ctx.region.write(0, &h.encode()) }
+        unsafe { self.core.ctx.region.write(0, &h.encode()) }
             .ok_or(StorageError::Corrupted { offset: 0, what: "header outside file" })
     }
 
     /// Syncs hard unless the database is in memory.
     pub(crate) fn sync_hard_if_file(&self) -> Result<()> {
-        if self.path.is_some() {
-            self.ctx.region.sync(true)?;
-        }
-        Ok(())
+        self.core.sync_hard_if_file()
     }
 
     pub(crate) fn shards(&self) -> &[Shard] {
-        &self.shards
+        &self.core.shards
     }
 
     pub(crate) fn ctx(&self) -> &Ctx {
-        &self.ctx
+        &self.core.ctx
     }
 
     /// Pins the calling thread (see `epoch.rs`), for the iterator.
     pub(crate) fn pin(&self) -> crate::epoch::Guard<'_> {
-        self.ctx.epochs.pin()
+        self.core.ctx.epochs.pin()
     }
 
     /// Reads the key of the live record at `off` (for the cursor; the caller is pinned).
     pub(crate) fn key_at(&self, off: u64) -> Result<Vec<u8>> {
-        let r = table::record_at(&self.ctx.region, off)?;
-        if !r.verify(self.ctx.salt) {
+        let r = table::record_at(&self.core.ctx.region, off)?;
+        if !r.verify(self.core.ctx.salt) {
             return Err(StorageError::Corrupted { offset: off, what: "record checksum mismatch" });
         }
         Ok(r.key.to_vec())
@@ -586,11 +584,81 @@ impl Db {
 
     /// Reads the live record at `off` as an owned pair (for the iterator).
     pub(crate) fn pair_at(&self, off: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-        let r = table::record_at(&self.ctx.region, off)?;
-        if !r.verify(self.ctx.salt) {
+        let r = table::record_at(&self.core.ctx.region, off)?;
+        if !r.verify(self.core.ctx.salt) {
             return Err(StorageError::Corrupted { offset: off, what: "record checksum mismatch" });
         }
         Ok((r.key.to_vec(), r.value.to_vec()))
+    }
+}
+
+impl Core {
+    /// Rebuilds the shards `pick` chooses (see [`Db::rebuild`]); returns how many it rebuilt.
+    /// With `stop`, gives up when it is set: before the next shard (committing the shards
+    /// already copied), or while waiting for readers before the old space is reused (that
+    /// space, void on disk, is then reused only after the file is opened again).
+    fn rebuild(
+        &self,
+        pick: impl Fn(&ShardWriter<'_>) -> bool,
+        mut progress: impl FnMut(u64, u64),
+        stop: Option<&AtomicBool>,
+    ) -> Result<u64> {
+        let stopped = || stop.is_some_and(|s| s.load(Ordering::Acquire));
+        let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
+        let total = self.shards.len() as u64;
+        let mut work = Vec::new();
+        for (id, shard) in self.shards.iter().enumerate() {
+            if stopped() {
+                break;
+            }
+            let mut w = shard.writer(&self.ctx)?;
+            if pick(&w)
+                && let Some(c) = w.compact()?
+            {
+                work.push((id, c));
+            }
+            drop(w);
+            progress(id as u64 + 1, total);
+        }
+        if work.is_empty() {
+            return Ok(0);
+        }
+        self.sync_hard_if_file()?;
+        for (id, c) in &work {
+            self.shards[*id].writer(&self.ctx)?.commit(c)?;
+        }
+        self.sync_hard_if_file()?;
+        // Readers that could still hold a reference into the old chunks pinned before the
+        // tables were swapped; wait them out, then zero the space and reuse it.
+        let e = self.ctx.epochs.retire();
+        while !self.ctx.epochs.is_safe(e) {
+            if stopped() {
+                return Ok(work.len() as u64);
+            }
+            std::thread::yield_now();
+        }
+        for (_, c) in &work {
+            for &(off, len) in &c.old_chunks {
+                // SAFETY: the chunks are unreachable (no table names them since the swap) and
+                // the grace period above has passed for every reader.
+                unsafe { self.ctx.region.punch_hole(off, len)? };
+            }
+        }
+        if self.file {
+            self.ctx.region.sync_all()?;
+        }
+        for (id, c) in &work {
+            self.shards[*id].writer_unchecked(&self.ctx).add_free(&c.old_chunks);
+        }
+        Ok(work.len() as u64)
+    }
+
+    /// Syncs hard unless the database is in memory.
+    fn sync_hard_if_file(&self) -> Result<()> {
+        if self.file {
+            self.ctx.region.sync(true)?;
+        }
+        Ok(())
     }
 }
 

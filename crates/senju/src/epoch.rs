@@ -106,14 +106,6 @@ impl Epochs {
             w & COUNT_MASK == 0 || w >> 16 > e
         })
     }
-
-    /// Waits until [`Epochs::is_safe`]`(e)` (readers pin briefly, so this is short unless an
-    /// iterator or a `get_with` closure is parked).
-    pub(crate) fn wait(&self, e: u64) {
-        while !self.is_safe(e) {
-            std::thread::yield_now();
-        }
-    }
 }
 
 impl Drop for Guard<'_> {

@@ -47,6 +47,7 @@
 //!
 //! The file format and the protocols are drawn in `docs/design.md`, section 3.
 
+mod auto;
 mod builder;
 mod check;
 mod db;

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use senju_sync::{SpinRwLock, SpinRwLockWriteGuard};
 
+use crate::auto::AutoRebuild;
 use crate::epoch::Epochs;
 use crate::error::{Result, StorageError};
 use crate::format::{
@@ -34,6 +35,8 @@ pub(crate) struct Ctx {
     pub(crate) first_table_slots: u64,
     /// Grace periods before space readers may still see is reused.
     pub(crate) epochs: Epochs,
+    /// When shards ask for an automatic rebuild (see `auto.rs`).
+    pub(crate) auto: AutoRebuild,
 }
 
 impl Ctx {
@@ -288,7 +291,22 @@ pub(crate) struct ShardWriter<'a> {
     st: SpinRwLockWriteGuard<'a, ShardState>,
 }
 
+/// Releasing a shard whose dead records outweigh its live ones asks for an automatic rebuild.
+impl Drop for ShardWriter<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.ctx.auto.wants(self.st.dead_bytes, self.st.live_bytes) {
+            self.ctx.auto.request();
+        }
+    }
+}
+
 impl<'a> ShardWriter<'a> {
+    /// Whether this shard is over the automatic rebuild threshold.
+    pub(crate) fn wants_rebuild(&self) -> bool {
+        self.ctx.auto.wants(self.st.dead_bytes, self.st.live_bytes)
+    }
+
     fn table(&self) -> Option<TableRef> {
         TableRef::unpack(self.shard.table.load(Ordering::Relaxed))
     }

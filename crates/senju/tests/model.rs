@@ -216,9 +216,11 @@ proptest! {
 }
 
 /// Threads on disjoint keys: each thread's keys must end exactly as its own model says.
+/// Automatic rebuilds run all along (a 1-byte threshold: whenever a shard's dead records
+/// outweigh its live ones).
 #[test]
 fn threads_on_disjoint_keys_match_their_models() {
-    let db = Arc::new(Db::builder().shards(8).memory().unwrap());
+    let db = Arc::new(Db::builder().shards(8).auto_rebuild(Some(1)).memory().unwrap());
     let threads: Vec<_> = (0..4u8)
         .map(|t| {
             let db = Arc::clone(&db);
@@ -254,13 +256,25 @@ fn threads_on_disjoint_keys_match_their_models() {
     let mut got: Vec<_> = db.iter().map(Result::unwrap).collect();
     got.sort();
     assert_eq!(got, all.into_iter().collect::<Vec<_>>());
+    assert_rebuilt_automatically(&db);
+}
+
+/// Waits until the database has done an automatic rebuild pass (so the test exercised one):
+/// a liveness bound on a loaded machine, not a measurement.
+fn assert_rebuilt_automatically(db: &Db) {
+    let t0 = std::time::Instant::now();
+    while db.stats().unwrap().auto_rebuilds == 0 {
+        assert!(t0.elapsed().as_secs() < 120, "no automatic rebuild: {:?}", db.stats());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Threads on overlapping keys: counters updated with `update` and `compare_and_set` lose no
-/// increment, and readers only ever see values some writer wrote.
+/// increment, and readers only ever see values some writer wrote, with automatic rebuilds
+/// running all along.
 #[test]
 fn threads_on_overlapping_keys_lose_no_update() {
-    let db = Arc::new(Db::builder().shards(2).memory().unwrap());
+    let db = Arc::new(Db::builder().shards(2).auto_rebuild(Some(1)).memory().unwrap());
     const KEYS: u64 = 16;
     const PER_THREAD: u64 = 5_000;
     let writers: Vec<_> = (0..4u64)
@@ -322,4 +336,5 @@ fn threads_on_overlapping_keys_lose_no_update() {
         })
         .sum();
     assert_eq!(total, 4 * PER_THREAD);
+    assert_rebuilt_automatically(&db);
 }

@@ -46,11 +46,16 @@ fn child_process() {
             println!("LOCKED");
             std::thread::sleep(Duration::from_secs(30));
         }
-        "writer" | "rebuilder" => {
+        "writer" | "rebuilder" | "autorebuilder" => {
             // Writes keys in rounds; after each round's hard sync, reports the round. The
             // value of key `k` written in round `r` is `r`, so the parent can tell which
-            // rounds must be complete.
-            let db = Db::builder().shards(16).open(&path).unwrap();
+            // rounds must be complete. The auto-rebuilder rebuilds in the background as soon
+            // as a shard's dead records outweigh its live ones (every round or so).
+            let mut builder = Db::builder().shards(16);
+            if role == "autorebuilder" {
+                builder = builder.auto_rebuild(Some(1));
+            }
+            let db = builder.open(&path).unwrap();
             let start: u64 =
                 db.get(b"round").unwrap().map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
             for round in start + 1.. {
@@ -65,6 +70,9 @@ fn child_process() {
                 db.set(b"round", &round.to_le_bytes()).unwrap();
                 db.sync(Durability::Hard).unwrap();
                 println!("SYNCED {round}");
+                if role == "autorebuilder" {
+                    println!("AUTO {}", db.stats().unwrap().auto_rebuilds);
+                }
                 if role == "rebuilder" {
                     // Kills land anywhere in here: copying, committing, freeing.
                     db.rebuild().unwrap();
@@ -112,15 +120,40 @@ fn sigkill_during_rebuild_loses_no_synced_round() {
     kill_loop("rebuilder", kills().div_ceil(2));
 }
 
-fn kill_loop(role: &str, kills: u32) {
+/// The same with automatic rebuilds running in the background all the time: kills land in
+/// the middle of them too.
+#[test]
+fn sigkill_during_automatic_rebuilds_loses_no_synced_round() {
+    let passes = kill_loop("autorebuilder", kills().div_ceil(2));
+    assert!(passes > 0, "the children never rebuilt automatically: the test tested nothing");
+}
+
+/// Runs `kills` children of `role`, killing each at a random moment and checking the file;
+/// returns the most automatic rebuild passes a child reported (`AUTO n` lines).
+fn kill_loop(role: &str, kills: u32) -> u64 {
     let dir = TempDir::new(role);
     let path = dir.file("c.sj");
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let t0 = std::time::Instant::now();
+    let mut auto_passes = 0;
     for kill in 0..kills {
         let mut child = spawn_child(role, &path);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first: u64 = wait_for(&mut lines, "SYNCED ")[7..].parse().unwrap();
+        let mut first: u64 = wait_for(&mut lines, "SYNCED ")[7..].parse().unwrap();
+        if role == "autorebuilder" && kill % 2 == 1 {
+            // Every other child first finishes an automatic pass, so that the next ones
+            // (one per round or so) are in flight when it dies, whatever the machine's pace.
+            for line in lines.by_ref().map_while(Result::ok) {
+                if let Some(at) = line.find("SYNCED ") {
+                    first = line[at + 7..].parse().unwrap();
+                } else if let Some(n) = line.strip_prefix("AUTO ").and_then(|n| n.parse().ok()) {
+                    auto_passes = auto_passes.max(n);
+                    if n > 0 {
+                        break;
+                    }
+                }
+            }
+        }
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -131,6 +164,8 @@ fn kill_loop(role: &str, kills: u32) {
         for line in lines.map_while(Result::ok) {
             if let Some(at) = line.find("SYNCED ") {
                 synced = line[at + 7..].parse().unwrap();
+            } else if let Some(n) = line.strip_prefix("AUTO ").and_then(|n| n.parse().ok()) {
+                auto_passes = auto_passes.max(n);
             }
         }
         child.wait().unwrap();
@@ -155,9 +190,10 @@ fn kill_loop(role: &str, kills: u32) {
         if std::env::var_os("SENJU_CRASH_VERBOSE").is_some() {
             let size = std::fs::metadata(&path).unwrap().len();
             eprintln!(
-                "kill {kill}: synced {synced} found {round} size {size} at {:?}",
+                "kill {kill}: synced {synced} found {round} size {size} auto {auto_passes} at {:?}",
                 t0.elapsed()
             );
         }
     }
+    auto_passes
 }
