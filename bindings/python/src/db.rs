@@ -203,7 +203,8 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bo
 impl PyDb {
     #[new]
     #[pyo3(signature = (path=None, *, memory=false, readonly=false, truncate=false, create=true,
-                        gil="auto", shards=None, max_size=None, capacity_hint=None))]
+                        gil="auto", shards=None, max_size=None, capacity_hint=None,
+                        auto_rebuild=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -216,6 +217,7 @@ impl PyDb {
         shards: Option<u32>,
         max_size: Option<u64>,
         capacity_hint: Option<u64>,
+        auto_rebuild: Option<u64>,
     ) -> PyResult<PyDb> {
         let gil = Gil::parse(py, gil)?;
         let mut b = Db::builder().create(create).truncate(truncate).read_only(readonly);
@@ -227,6 +229,9 @@ impl PyDb {
         }
         if let Some(n) = capacity_hint {
             b = b.capacity_hint(n);
+        }
+        if let Some(n) = auto_rebuild {
+            b = b.auto_rebuild((n > 0).then_some(n));
         }
         let path = match (path, memory) {
             (None, true) => None,
@@ -528,7 +533,8 @@ impl PyDb {
             .map_err(|e| errors::storage(py, e))
     }
 
-    /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes.
+    /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes,
+    /// auto_rebuilds, and auto_rebuild_error (a str, only if automatic rebuilds stopped).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = &self.inner.db;
         let s = Gil::run(py, self.inner.gil.releases_long(), || db.stats())
@@ -540,6 +546,10 @@ impl PyDb {
         d.set_item("table_slots", s.table_slots)?;
         d.set_item("live_bytes", s.live_bytes)?;
         d.set_item("dead_bytes", s.dead_bytes)?;
+        d.set_item("auto_rebuilds", s.auto_rebuilds)?;
+        if let Some(e) = s.auto_rebuild_error {
+            d.set_item("auto_rebuild_error", e)?;
+        }
         Ok(d)
     }
 

@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import settings
@@ -324,6 +325,26 @@ def test_stats_and_repr(path: pathlib.Path) -> None:
         assert set(s) >= {"file_bytes", "table_slots", "live_bytes", "dead_bytes"}
         assert "gil=hold" in repr(db) and db.gil == "hold" and db.path == str(path)
     assert "closed" in repr(db)
+
+
+def test_auto_rebuild_reclaims_overwritten_values(path: pathlib.Path) -> None:
+    # A 1-byte threshold: a shard is rebuilt in the background whenever its dead records
+    # outweigh its live ones. The wait is a liveness bound, not a measurement.
+    with senju.open(path, shards=4, auto_rebuild=1) as db:
+        for rnd in range(50):
+            db.set_many({b"k%d" % i: bytes([rnd]) * 2000 for i in range(32)})
+        deadline = time.monotonic() + 120
+        while db.stats()["auto_rebuilds"] == 0:
+            assert time.monotonic() < deadline, db.stats()
+            time.sleep(0.005)
+        assert "auto_rebuild_error" not in db.stats()
+        assert all(db[b"k%d" % i] == bytes([49]) * 2000 for i in range(32))
+    with senju.open(path, shards=4, auto_rebuild=0) as db:
+        assert db[b"k0"] == bytes([49]) * 2000
+        for rnd in range(20):
+            db.set_many({b"k%d" % i: bytes([rnd]) * 2000 for i in range(32)})
+        s = db.stats()
+        assert s["auto_rebuilds"] == 0 and s["dead_bytes"] > 19 * 32 * 2000
 
 
 def test_long_scan_crosses_chunks(db: senju.Db) -> None:

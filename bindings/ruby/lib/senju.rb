@@ -39,11 +39,13 @@ module Senju
       # Options: +gvl+ (:auto, :release or :hold), +memory+, +readonly+ (shared lock,
       # writes raise ReadOnlyError), +truncate+ (start empty), +create+ (default true),
       # +shards+ (a power of two, fixed when the file is created), +max_size+ (bytes),
-      # +capacity_hint+ (records expected).
+      # +capacity_hint+ (records expected), +auto_rebuild+ (rebuild shards in a background
+      # thread once their dead records outweigh their live ones and reach this many bytes
+      # in all; nil: the default, 64 MiB; 0: never, leaving it to #rebuild).
       def open(path = nil, gvl: :auto, memory: false, readonly: false, truncate: false,
-               create: true, shards: nil, max_size: nil, capacity_hint: nil)
+               create: true, shards: nil, max_size: nil, capacity_hint: nil, auto_rebuild: nil)
         db = _open(*open_args(path, gvl, memory, readonly, truncate, create, shards,
-                              max_size, capacity_hint))
+                              max_size, capacity_hint), int_option(:auto_rebuild, auto_rebuild))
         return db unless block_given?
 
         begin

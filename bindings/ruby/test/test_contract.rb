@@ -192,6 +192,7 @@ class TestContract < Minitest::Test
       assert_equal "v500" * 10, db["k500"]
     end
     Senju::DB.open(db_path, truncate: true) { |db| assert_equal 0, db.size }
+    assert_raises(TypeError) { Senju::DB.open(db_path, auto_rebuild: "1") }
     assert_raises(Senju::NotFoundError) { Senju::DB.open(db_path("missing.sj"), create: false) }
   end
 
@@ -244,6 +245,26 @@ class TestContract < Minitest::Test
         db.set_many({ "a" => big, "b" => big })
         assert_equal [big, big], db.get_many(%w[a b])
       end
+    end
+  end
+
+  # A 1-byte threshold: a shard is rebuilt in the background whenever its dead records
+  # outweigh its live ones. The wait is a liveness bound, not a measurement.
+  def test_auto_rebuild_reclaims_overwritten_values
+    Senju::DB.open(db_path, shards: 4, auto_rebuild: 1) do |db|
+      50.times { |r| db.set_many((0...32).to_h { |i| ["k#{i}", r.chr * 2000] }) }
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 120
+      while db.stats[:auto_rebuilds].zero?
+        assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC), :<, deadline, db.stats.inspect
+        sleep 0.005
+      end
+      refute db.stats.key?(:auto_rebuild_error)
+      assert_equal 49.chr * 2000, db["k7"]
+    end
+    Senju::DB.open(db_path, shards: 4, auto_rebuild: 0) do |db|
+      20.times { |r| db.set_many((0...32).to_h { |i| ["k#{i}", r.chr * 2000] }) }
+      assert_equal 0, db.stats[:auto_rebuilds]
+      assert_operator db.stats[:dead_bytes], :>, 19 * 32 * 2000
     end
   end
 end

@@ -152,6 +152,7 @@ def open(
     shards: Optional[int] = None,
     max_size: Optional[int] = None,
     capacity_hint: Optional[int] = None,
+    auto_rebuild: Optional[int] = None,
 ) -> Db:
     """Opens the database file at ``path`` (created if missing), or a new in-memory one with
     ``memory=True``.
@@ -161,7 +162,9 @@ def open(
     ``gil``: ``"auto"`` (default), ``"release"`` or ``"hold"`` (see the module docstring).
     ``shards`` (a power of two, default 128; fixed when the file is created),
     ``max_size`` (bytes, default 256 GiB), ``capacity_hint`` (records expected): as in the
-    Rust ``Builder``.
+    Rust ``Builder``. ``auto_rebuild``: rebuild shards in a background thread once their
+    dead records (overwritten or removed) outweigh their live ones and reach this many bytes
+    in all (default ``None``: 64 MiB; ``0`` turns it off, leaving it to :meth:`Db.rebuild`).
 
     A file another process has open for writing raises :class:`LockedError`.
     """
@@ -176,5 +179,6 @@ def open(
         shards=shards,
         max_size=max_size,
         capacity_hint=capacity_hint,
+        auto_rebuild=auto_rebuild,
     )
 

@@ -88,10 +88,11 @@ struct OpenArgs {
     shards: Option<u32>,
     max_size: Option<u64>,
     capacity_hint: Option<u64>,
+    auto_rebuild: Option<u64>,
 }
 
 /// `Senju::DB._open(path, gvl, memory, readonly, truncate, create, shards, max_size,
-/// capacity_hint)`; `lib/senju.rb` validates the keywords and calls this.
+/// capacity_hint, auto_rebuild)`; `lib/senju.rb` validates the keywords and calls this.
 #[allow(clippy::too_many_arguments)]
 fn open(
     ruby: &Ruby,
@@ -104,6 +105,7 @@ fn open(
     shards: Option<u32>,
     max_size: Option<u64>,
     capacity_hint: Option<u64>,
+    auto_rebuild: Option<u64>,
 ) -> Result<DbObject, Error> {
     let mode = Mode::from_index(gvl_index)
         .ok_or_else(|| Error::new(ruby.exception_arg_error(), "gvl: must be 0, 1 or 2"))?;
@@ -116,6 +118,7 @@ fn open(
         shards,
         max_size,
         capacity_hint,
+        auto_rebuild,
     };
     let policy = Policy::new(mode);
     let mut state = (args, None);
@@ -129,6 +132,9 @@ fn open(
         }
         if let Some(n) = a.capacity_hint {
             b = b.capacity_hint(n);
+        }
+        if let Some(n) = a.auto_rebuild {
+            b = b.auto_rebuild((n > 0).then_some(n));
         }
         *out = Some(match (&a.path, a.memory) {
             (_, true) => b.memory(),
@@ -504,9 +510,13 @@ fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
         ("table_slots", s.table_slots),
         ("live_bytes", s.live_bytes),
         ("dead_bytes", s.dead_bytes),
+        ("auto_rebuilds", s.auto_rebuilds),
         ("chunks", h.policy.chunks()),
     ] {
         hash.aset(ruby.to_symbol(name), v)?;
+    }
+    if let Some(e) = s.auto_rebuild_error {
+        hash.aset(ruby.to_symbol("auto_rebuild_error"), e)?;
     }
     Ok(hash)
 }
@@ -557,7 +567,7 @@ fn gvl_index(rb_self: &DbObject) -> u8 {
 pub(crate) fn define(ruby: &Ruby, senju: RModule) -> Result<(), Error> {
     let class: RClass = senju.define_class("DB", ruby.class_object())?;
     class.undef_default_alloc_func();
-    class.define_singleton_method("_open", function!(open, 9))?;
+    class.define_singleton_method("_open", function!(open, 10))?;
     class.define_method("[]", method!(get, 1))?;
     class.define_method("[]=", method!(set, 2))?;
     class.define_method("delete", method!(delete, 1))?;
