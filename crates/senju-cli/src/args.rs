@@ -44,6 +44,9 @@ pub(crate) struct PerfArgs {
     pub(crate) size: usize,
     /// Tkrzw's bucket count, passed on as a capacity hint (expected records).
     pub(crate) buckets: u64,
+    /// `--auto_rebuild`: the database's automatic rebuild threshold (off unless given, as
+    /// `tkrzw_dbm_perf` never rebuilds unless told).
+    pub(crate) auto_rebuild: Option<u64>,
     pub(crate) random_key: bool,
     pub(crate) random_value: bool,
     pub(crate) seed: u64,
@@ -85,6 +88,7 @@ impl PerfArgs {
             threads: 1,
             size: 8,
             buckets: 0,
+            auto_rebuild: None,
             random_key: false,
             random_value: false,
             seed: 0,
@@ -116,6 +120,7 @@ impl PerfArgs {
                 ("--threads", _) => a.threads = number::<u64>(flag, it.next())?.max(1),
                 ("--size", _) => a.size = number(flag, it.next())?,
                 ("--buckets", _) => a.buckets = number(flag, it.next())?,
+                ("--auto_rebuild", _) => a.auto_rebuild = Some(number(flag, it.next())?),
                 ("--random_seed", _) => a.seed = number(flag, it.next())?,
                 // wicked always draws keys and value lengths at random; the flags are
                 // accepted there for symmetry and change nothing.
@@ -153,9 +158,10 @@ impl PerfArgs {
     }
 
     /// Opens the database the flags ask for: the file at `path` (emptied first if `truncate`)
-    /// or a new in-memory one, with `--buckets` as the capacity hint.
+    /// or a new in-memory one, with `--buckets` as the capacity hint and automatic rebuilds
+    /// only if `--auto_rebuild` asks for them.
     pub(crate) fn open(&self, path: &std::path::Path, truncate: bool) -> Result<Db, String> {
-        let builder = Db::builder().capacity_hint(self.buckets);
+        let builder = Db::builder().capacity_hint(self.buckets).auto_rebuild(self.auto_rebuild);
         match self.engine {
             Engine::Memory => builder.memory(),
             Engine::File => builder.truncate(truncate).open(path),

@@ -78,6 +78,9 @@ Common options:
   --threads num : The number of threads. (default: 1)
   --size num : The size of each record value. (default: 8)
   --buckets num : A capacity hint (expected records); senju's index grows by itself.
+  --auto_rebuild num : Rebuilds in the background once dead records take num bytes and
+    outweigh live ones (the database's default is 64 MiB; off in perf unless given, as
+    tkrzw_dbm_perf never rebuilds unless told).
   --random_seed num : The random seed. (default: 0)
 
 Options for the sequence subcommand:

@@ -67,6 +67,13 @@ pub(crate) fn print_done(
         stats.table_slots,
         stats.records as f64 / stats.table_slots.max(1) as f64
     );
+    // Only when `--auto_rebuild` turned them on (Tkrzw prints no such line).
+    if stats.auto_rebuilds > 0 || stats.auto_rebuild_error.is_some() {
+        outln!("  auto_rebuilds={}", stats.auto_rebuilds);
+    }
+    if let Some(e) = &stats.auto_rebuild_error {
+        return Err(e.clone());
+    }
     outln!();
     Ok(())
 }

@@ -55,6 +55,40 @@ fn wicked_in_memory_with_clear_validates() {
 }
 
 #[test]
+fn wicked_with_automatic_rebuilds_validates() {
+    let dir = std::env::temp_dir().join(format!("senju-cli-wicked-auto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("auto.sj");
+    // A threshold of 1 byte: a shard is rebuilt in the background whenever its dead records
+    // outweigh its live ones, all through the run.
+    let out = run(&[
+        "perf",
+        "wicked",
+        "--path",
+        path.to_str().unwrap(),
+        "--iter",
+        "6000",
+        "--threads",
+        "3",
+        "--size",
+        "200",
+        "--auto_rebuild",
+        "1",
+        "--iterator",
+        "--validate",
+    ]);
+    assert!(out.contains("\nValidating records: ... done"), "{out}");
+    assert!(out.contains("\nValidating records after reopening: ... done"), "{out}");
+    let passes: u64 = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("auto_rebuilds="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passes > 0, "no automatic rebuild ran: {out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn validation_fails_loudly_when_the_model_disagrees() {
     let tmp = std::env::temp_dir().join(format!("senju-cli-wicked-fail-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
