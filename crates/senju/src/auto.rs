@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 use crate::shard::CacheLine;
 
@@ -40,10 +41,17 @@ impl AutoRebuild {
         AutoRebuild { shard_min, ..AutoRebuild::default() }
     }
 
-    /// Whether a shard with these byte counts should be rebuilt.
+    /// Whether a shard with these byte counts asks for a rebuild.
     #[inline]
     pub(crate) fn wants(&self, dead: u64, live: u64) -> bool {
         self.shard_min != 0 && dead >= self.shard_min && dead >= live
+    }
+
+    /// Whether a pass (asked for by some shard) takes a shard with these byte counts along:
+    /// from half the threshold, so that shards filling at about the same rate share passes
+    /// (each pass syncs the file) instead of asking one after the other.
+    pub(crate) fn takes(&self, dead: u64, live: u64) -> bool {
+        self.shard_min != 0 && dead >= self.shard_min / 2 && dead >= live / 2
     }
 
     /// Asks for a pass (cheap when one is already asked for).
@@ -85,15 +93,34 @@ impl AutoRebuild {
     /// The thread's loop: a pass whenever one is asked for, until `stop`. `pass` rebuilds
     /// what is over the threshold and returns how many shards it rebuilt; it gets the stop
     /// flag, to check between shards. The loop ends at the first error, keeping its text.
+    ///
+    /// Passes are paced: after a pass that took `t`, the next starts no sooner than `2 t`
+    /// later, so that rebuilding takes at most about a third of the time however fast the
+    /// shards fill with dead records. (A pass's hard syncs write back every dirty page of
+    /// the file, and each page written back costs the writers a TLB shootdown.)
     pub(crate) fn run(&self, pass: impl Fn(&AtomicBool) -> Result<u64, String>) {
+        let mut rest = Duration::ZERO;
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
+            if !rest.is_zero() {
+                let until = Instant::now() + rest;
+                rest = Duration::ZERO;
+                while let Some(left) = until.checked_duration_since(Instant::now()) {
+                    if self.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::park_timeout(left);
+                }
+                continue;
+            }
             // Relaxed: see `request`.
             if self.wanted.swap(false, Ordering::Relaxed) {
+                let t0 = Instant::now();
                 let done =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pass(&self.stop)));
+                rest = 2 * t0.elapsed();
                 match done {
                     Ok(Ok(0)) => {}
                     Ok(Ok(_)) => {

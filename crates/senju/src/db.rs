@@ -637,12 +637,22 @@ impl Core {
             }
             std::thread::yield_now();
         }
-        for (_, c) in &work {
-            for &(off, len) in &c.old_chunks {
-                // SAFETY: the chunks are unreachable (no table names them since the swap) and
-                // the grace period above has passed for every reader.
-                unsafe { self.ctx.region.punch_hole(off, len)? };
+        // One hole per run of adjacent chunks (of any of the shards), not one per chunk: each
+        // punch locks the file against page faults and shoots down the map's TLB entries.
+        let mut old: Vec<(u64, u64)> =
+            work.iter().flat_map(|(_, c)| c.old_chunks.iter().copied()).collect();
+        old.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (off, len) in old {
+            match runs.last_mut() {
+                Some((o, l)) if *o + *l == off => *l += len,
+                _ => runs.push((off, len)),
             }
+        }
+        for (off, len) in runs {
+            // SAFETY: the chunks are unreachable (no table names them since the swap) and
+            // the grace period above has passed for every reader.
+            unsafe { self.ctx.region.punch_hole(off, len)? };
         }
         if self.file {
             self.ctx.region.sync_all()?;

@@ -302,9 +302,9 @@ impl Drop for ShardWriter<'_> {
 }
 
 impl<'a> ShardWriter<'a> {
-    /// Whether this shard is over the automatic rebuild threshold.
+    /// Whether an automatic rebuild pass takes this shard along (see `AutoRebuild::takes`).
     pub(crate) fn wants_rebuild(&self) -> bool {
-        self.ctx.auto.wants(self.st.dead_bytes, self.st.live_bytes)
+        self.ctx.auto.takes(self.st.dead_bytes, self.st.live_bytes)
     }
 
     fn table(&self) -> Option<TableRef> {
