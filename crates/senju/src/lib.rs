@@ -29,7 +29,9 @@
 //!   key are linearizable. A read takes no lock and writes no shared memory; a write locks
 //!   only the key's shard (one of [`Builder::shards`], 128 by default). A writable database
 //!   starts one helper thread (`senju-prefault`) the first time it grows, which faults in
-//!   fresh file space ahead of the writers; [`Db::close`] (or dropping the `Db`) stops it.
+//!   fresh file space ahead of the writers, and another (`senju-rebuild`) the first time a
+//!   shard's dead records outweigh its live ones (see [`Builder::auto_rebuild`]);
+//!   [`Db::close`] (or dropping the `Db`) stops both.
 //! - **Durability.** A write is in the operating system's page cache when it returns, so it
 //!   survives a crash of the process. [`Db::sync`] with [`Durability::Hard`] makes every
 //!   earlier write survive a power loss too.
