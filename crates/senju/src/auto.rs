@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::shard::CacheLine;
 
@@ -99,39 +99,30 @@ impl AutoRebuild {
     /// shards fill with dead records. (A pass's hard syncs write back every dirty page of
     /// the file, and each page written back costs the writers a TLB shootdown.)
     pub(crate) fn run(&self, pass: impl Fn(&AtomicBool) -> Result<u64, String>) {
-        let mut rest = Duration::ZERO;
-        loop {
-            if self.stop.load(Ordering::Acquire) {
-                return;
-            }
-            if !rest.is_zero() {
-                let until = Instant::now() + rest;
-                rest = Duration::ZERO;
-                while let Some(left) = until.checked_duration_since(Instant::now()) {
-                    if self.stop.load(Ordering::Acquire) {
-                        return;
-                    }
-                    std::thread::park_timeout(left);
-                }
-                continue;
-            }
+        while !self.stop.load(Ordering::Acquire) {
             // Relaxed: see `request`.
-            if self.wanted.swap(false, Ordering::Relaxed) {
-                let t0 = Instant::now();
-                let done =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pass(&self.stop)));
-                rest = 2 * t0.elapsed();
-                match done {
-                    Ok(Ok(0)) => {}
-                    Ok(Ok(_)) => {
-                        self.passes.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(Err(e)) => return self.give_up(e),
-                    Err(_) => return self.give_up("a rebuild pass panicked".into()),
-                }
+            if !self.wanted.swap(false, Ordering::Relaxed) {
+                std::thread::park();
                 continue;
             }
-            std::thread::park();
+            let t0 = Instant::now();
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pass(&self.stop)));
+            match done {
+                Ok(Ok(0)) => {}
+                Ok(Ok(_)) => {
+                    self.passes.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Err(e)) => return self.give_up(e),
+                Err(_) => return self.give_up("a rebuild pass panicked".into()),
+            }
+            // Rest (woken early only to stop).
+            let until = t0 + 3 * t0.elapsed();
+            while let Some(left) = until.checked_duration_since(Instant::now()) {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::park_timeout(left);
+            }
         }
     }
 

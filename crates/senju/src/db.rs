@@ -52,7 +52,6 @@ pub struct Db {
     core: Arc<Core>,
     shard_bits: u32,
     header: Header,
-    path: Option<PathBuf>,
     /// Whether `close` has finished; serializes concurrent `close` calls.
     close_done: Mutex<bool>,
     /// Opened with `Builder::read_only`: every write fails, nothing is written to the file.
@@ -63,8 +62,8 @@ pub struct Db {
 pub(crate) struct Core {
     pub(crate) ctx: Ctx,
     pub(crate) shards: Box<[Shard]>,
-    /// A database file (whose rebuilds sync), not an in-memory database.
-    file: bool,
+    /// The file's path (`None`: an in-memory database, which never syncs).
+    path: Option<PathBuf>,
     /// Held by a rebuild: one at a time.
     rebuilding: Mutex<()>,
 }
@@ -72,7 +71,7 @@ pub(crate) struct Core {
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
-            .field("path", &self.path)
+            .field("path", &self.core.path)
             .field("shards", &self.core.shards.len())
             .field("closed", &self.core.ctx.closed.load(Ordering::Relaxed))
             .finish()
@@ -146,20 +145,13 @@ impl Db {
         read_only: bool,
     ) -> Db {
         let shard_bits = header.shard_bits;
-        let core = Core { ctx, shards, file: path.is_some(), rebuilding: Mutex::new(()) };
-        Db {
-            core: Arc::new(core),
-            shard_bits,
-            header,
-            path,
-            close_done: Mutex::new(false),
-            read_only,
-        }
+        let core = Core { ctx, shards, path, rebuilding: Mutex::new(()) };
+        Db { core: Arc::new(core), shard_bits, header, close_done: Mutex::new(false), read_only }
     }
 
     /// The file's path (`None` for an in-memory database).
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+        self.core.path.as_deref()
     }
 
     /// Whether this handle was opened with [`Builder::read_only`].
@@ -191,7 +183,7 @@ impl Db {
         self.core.ctx.auto.start(move || {
             std::thread::Builder::new().name("senju-rebuild".into()).spawn(move || {
                 core.ctx.auto.run(|stop| {
-                    core.rebuild(|w| w.wants_rebuild(), |_, _| {}, Some(stop))
+                    core.rebuild(|w| w.joins_rebuild_pass(), |_, _| {}, Some(stop))
                         .map_err(|e| format!("automatic rebuild failed: {e}"))
                 });
             })
@@ -458,7 +450,7 @@ impl Db {
         if self.core.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
-        if self.path.is_none() || self.read_only {
+        if self.core.path.is_none() || self.read_only {
             return Ok(());
         }
         Ok(self.core.ctx.region.sync(durability == Durability::Hard)?)
@@ -517,7 +509,7 @@ impl Db {
         // copied and stops).
         self.core.ctx.auto.stop();
         self.core.ctx.closed.store(true, Ordering::Relaxed);
-        if self.path.is_none() {
+        if self.core.path.is_none() {
             return Ok(());
         }
         if self.read_only {
@@ -654,7 +646,7 @@ impl Core {
             // the grace period above has passed for every reader.
             unsafe { self.ctx.region.punch_hole(off, len)? };
         }
-        if self.file {
+        if self.path.is_some() {
             self.ctx.region.sync_all()?;
         }
         for (id, c) in &work {
@@ -665,7 +657,7 @@ impl Core {
 
     /// Syncs hard unless the database is in memory.
     fn sync_hard_if_file(&self) -> Result<()> {
-        if self.file {
+        if self.path.is_some() {
             self.ctx.region.sync(true)?;
         }
         Ok(())

@@ -303,7 +303,7 @@ impl Drop for ShardWriter<'_> {
 
 impl<'a> ShardWriter<'a> {
     /// Whether an automatic rebuild pass takes this shard along (see `AutoRebuild::takes`).
-    pub(crate) fn wants_rebuild(&self) -> bool {
+    pub(crate) fn joins_rebuild_pass(&self) -> bool {
         self.ctx.auto.takes(self.st.dead_bytes, self.st.live_bytes)
     }
 
