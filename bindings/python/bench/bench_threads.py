@@ -370,9 +370,17 @@ def main() -> int:
     ap.add_argument("--cases", default="single,batch,large,convoy")
     ap.add_argument("--json", default=None, help="write every sample to this file")
     ap.add_argument("--dir", default=None, help="where the database files go (default: a temp dir)")
+    ap.add_argument("--size", action="append", default=[], metavar="CASE=N",
+                    help="override a case's size: single, batch (operations in all threads), "
+                         "large (64 KiB values in all threads), convoy_ms; repeatable")
     a = ap.parse_args()
     size = ({"single": 20_000, "batch": 40_000, "large": 400, "convoy_ms": 200} if a.quick
             else {"single": 80_000, "batch": 160_000, "large": 1600, "convoy_ms": 500})
+    for item in a.size:
+        name, _, n = item.partition("=")
+        if name not in size or not n.isdigit() or int(n) < 1:
+            ap.error(f"--size wants CASE=N with CASE one of {', '.join(size)} and N >= 1, got {item!r}")
+        size[name] = int(n)
     rounds = a.rounds or (1 if a.quick else 3)
     threads = [int(t) for t in a.threads.split(",")]
     peers = [p for p in a.peers.split(",") if p]
