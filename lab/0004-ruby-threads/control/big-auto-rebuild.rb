@@ -19,7 +19,7 @@ def run(ar)
     el = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
     st = db.stats
     db.close
-    [ops / el, st[:auto_rebuilds] || st["auto_rebuilds"], File.size(File.join(d, "b.sj")) >> 20]
+    [ops / el, st[:auto_rebuilds], File.size(File.join(d, "b.sj")) >> 20]
   end
 end
 res = Hash.new { |h, k| h[k] = [] }
