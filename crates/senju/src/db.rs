@@ -184,6 +184,7 @@ impl Db {
             std::thread::Builder::new().name("senju-rebuild".into()).spawn(move || {
                 core.ctx.auto.run(|stop| {
                     core.rebuild(|w| w.joins_rebuild_pass(), |_, _| {}, Some(stop))
+                        .map(|p| p.shards)
                         .map_err(|e| format!("automatic rebuild failed: {e}"))
                 });
             })
@@ -464,13 +465,17 @@ impl Db {
     ///
     /// Crash-safe at every point: the copies are synced before a header marks the old chunks
     /// void, and that mark is synced before their space is reused, so a crash leaves either
-    /// the old records or the copies (for a file database this costs two hard syncs).
+    /// the old records or the copies. Old chunks written since the last hard sync started
+    /// hold nothing a sync has promised, so they are freed before the first sync, while
+    /// their pages are still in memory: the syncs then write back the copies, not the dead
+    /// records (for a file database a rebuild costs two hard syncs, and a third when it
+    /// frees chunks that an earlier sync had written).
     pub fn rebuild(&self) -> Result<()> {
         self.rebuild_with_progress(|_, _| {})
     }
 
     /// [`rebuild`](Db::rebuild), calling `progress(done, total)` after each shard is copied
-    /// (`total` is the number of shards; the commit and the two syncs follow the last call).
+    /// (`total` is the number of shards; the syncs and the commit follow the last call).
     /// For progress bars on large databases.
     pub fn rebuild_with_progress(&self, progress: impl FnMut(u64, u64)) -> Result<()> {
         self.writable()?;
@@ -584,17 +589,37 @@ impl Db {
     }
 }
 
+/// What one run of [`Core::rebuild`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Pass {
+    /// Shards rebuilt.
+    shards: u64,
+    /// Bytes of old chunks freed before the first sync (no hard sync had promised them).
+    freed_unsynced: u64,
+    /// Bytes of old chunks freed after the commit was durable.
+    freed_after_commit: u64,
+}
+
 impl Core {
-    /// Rebuilds the shards `pick` chooses (see [`Db::rebuild`]); returns how many it rebuilt.
-    /// With `stop`, gives up when it is set: before the next shard (committing the shards
-    /// already copied), or while waiting for readers before the old space is reused (that
-    /// space, void on disk, is then reused only after the file is opened again).
+    /// Rebuilds the shards `pick` chooses (see [`Db::rebuild`]). With `stop`, gives up when
+    /// it is set: before the next shard (committing the shards already copied), or while
+    /// waiting for readers before the old space is freed (it still commits; that space, void
+    /// on disk, is then reused only after the file is opened again).
+    ///
+    /// The steps, each shard's old chunks split by whether a hard sync has promised them
+    /// (`RecordChunk::born` against the sync generation read after the copies):
+    /// 1. copy every chosen shard's live records and swap in its new table;
+    /// 2. wait out the readers, punch the unpromised old chunks, sync (`fsync`: the copies
+    ///    and the holes), and free them. A crash before (3) is durable leaves every promised
+    ///    record in the promised chunks, and loses at most records no sync had promised;
+    /// 3. commit (each copy's first header voids the shard's older chunks) and sync hard;
+    /// 4. punch the promised old chunks, sync, and free them.
     fn rebuild(
         &self,
         pick: impl Fn(&ShardWriter<'_>) -> bool,
         mut progress: impl FnMut(u64, u64),
         stop: Option<&AtomicBool>,
-    ) -> Result<u64> {
+    ) -> Result<Pass> {
         let stopped = || stop.is_some_and(|s| s.load(Ordering::Acquire));
         let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
         let total = self.shards.len() as u64;
@@ -612,27 +637,77 @@ impl Core {
             drop(w);
             progress(id as u64 + 1, total);
         }
+        let mut pass = Pass { shards: work.len() as u64, ..Pass::default() };
         if work.is_empty() {
-            return Ok(0);
+            return Ok(pass);
         }
-        self.sync_hard_if_file()?;
+        let file = self.path.is_some();
+        // Old chunks that no hard sync has promised (none started since they were begun,
+        // read after every copy was written) hold only records a crash may lose anyway, and
+        // their live records are in the copies: they can be freed before anything is synced.
+        // Under heavy churn they are most of the dead data, and punching them while their
+        // pages are still dirty spares the syncs below from writing them back at all.
+        let generation = self.ctx.region.sync_generation();
+        let mut unpromised = Vec::new();
+        let mut promised = Vec::new();
+        for (id, c) in &work {
+            for r in &c.old_chunks {
+                let to =
+                    if !file || r.born == generation { &mut unpromised } else { &mut promised };
+                to.push((*id, r.off, r.len));
+            }
+        }
+        // Readers that could still hold a reference into the old chunks pinned before the
+        // tables were swapped; wait them out before any old space is zeroed.
+        let e = self.ctx.epochs.retire();
+        let mut waited = true;
+        while !self.ctx.epochs.is_safe(e) {
+            if stopped() {
+                waited = false;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if waited {
+            self.punch(&unpromised)?;
+            pass.freed_unsynced = unpromised.iter().map(|e| e.2).sum();
+        }
+        // (1) The copies (and the holes) durable before any commit: a crash from here on
+        // leaves the copies in full, after the old chunks.
+        if file {
+            self.ctx.region.sync_all()?;
+        }
+        if waited {
+            self.free(&unpromised);
+        }
+        // (2) Commit: each shard's copy voids its older chunks.
         for (id, c) in &work {
             self.shards[*id].writer(&self.ctx)?.commit(c)?;
         }
         self.sync_hard_if_file()?;
-        // Readers that could still hold a reference into the old chunks pinned before the
-        // tables were swapped; wait them out, then zero the space and reuse it.
-        let e = self.ctx.epochs.retire();
-        while !self.ctx.epochs.is_safe(e) {
-            if stopped() {
-                return Ok(work.len() as u64);
-            }
-            std::thread::yield_now();
+        if !waited {
+            // Stopped while readers held the old chunks: they are void on disk, and the next
+            // open frees them.
+            return Ok(pass);
         }
-        // One hole per run of adjacent chunks (of any of the shards), not one per chunk: each
-        // punch locks the file against page faults and shoots down the map's TLB entries.
-        let mut old: Vec<(u64, u64)> =
-            work.iter().flat_map(|(_, c)| c.old_chunks.iter().copied()).collect();
+        // (3) The promised chunks, void on disk since (2): zero them, and make the zeros
+        // durable before any new record lands there.
+        if !promised.is_empty() {
+            self.punch(&promised)?;
+            if file {
+                self.ctx.region.sync_all()?;
+            }
+            self.free(&promised);
+            pass.freed_after_commit = promised.iter().map(|e| e.2).sum();
+        }
+        Ok(pass)
+    }
+
+    /// Punches `(shard, offset, length)` extents to zeros, as one hole per run of adjacent
+    /// extents (of any of the shards), not one per extent: each punch locks the file against
+    /// page faults and shoots down the map's TLB entries.
+    fn punch(&self, extents: &[(usize, u64, u64)]) -> Result<()> {
+        let mut old: Vec<(u64, u64)> = extents.iter().map(|&(_, off, len)| (off, len)).collect();
         old.sort_unstable();
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for (off, len) in old {
@@ -642,17 +717,21 @@ impl Core {
             }
         }
         for (off, len) in runs {
-            // SAFETY: the chunks are unreachable (no table names them since the swap) and
-            // the grace period above has passed for every reader.
+            // SAFETY: the caller passes chunks no table names any more (since the tables were
+            // swapped), after the grace period of every reader that could still read them.
             unsafe { self.ctx.region.punch_hole(off, len)? };
         }
-        if self.path.is_some() {
-            self.ctx.region.sync_all()?;
+        Ok(())
+    }
+
+    /// Hands punched `(shard, offset, length)` extents, durably zero, back to their shards.
+    fn free(&self, extents: &[(usize, u64, u64)]) {
+        let mut by_shard = extents.to_vec();
+        by_shard.sort_unstable();
+        for run in by_shard.chunk_by(|a, b| a.0 == b.0) {
+            let mine = run.iter().map(|&(_, off, len)| (off, len));
+            self.shards[run[0].0].writer_unchecked(&self.ctx).add_free(mine);
         }
-        for (id, c) in &work {
-            self.shards[*id].writer_unchecked(&self.ctx).add_free(&c.old_chunks);
-        }
-        Ok(work.len() as u64)
     }
 
     /// Syncs hard unless the database is in memory.
@@ -667,5 +746,86 @@ impl Core {
 impl Drop for Db {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database file in a fresh temporary directory (removed on drop).
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("senju-unit-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn fill(db: &Db, round: u8) {
+        for k in 0..2000u32 {
+            db.set(&k.to_le_bytes(), &[round; 100]).unwrap();
+        }
+    }
+
+    fn chunk_bytes(db: &Db) -> u64 {
+        db.core.shards.iter().map(|s| s.writer_unchecked(&db.core.ctx).chunk_bytes()).sum()
+    }
+
+    fn rebuild_all(db: &Db) -> Pass {
+        db.core.rebuild(|_| true, |_, _| {}, None).unwrap()
+    }
+
+    /// The chunks a rebuild frees before it syncs are exactly those written since the last
+    /// hard sync started; a chunk written before it waits for the commit.
+    #[test]
+    fn a_rebuild_frees_early_only_what_no_sync_promised() {
+        let dir = Scratch::new("promised");
+        let db = Builder::new().shards(4).auto_rebuild(None).open(dir.0.join("p.sj")).unwrap();
+        fill(&db, 1);
+        db.sync(Durability::Hard).unwrap();
+        let synced = chunk_bytes(&db);
+        fill(&db, 2);
+        let unsynced = chunk_bytes(&db) - synced;
+        let p = rebuild_all(&db);
+        assert_eq!(p, Pass { shards: 4, freed_unsynced: unsynced, freed_after_commit: synced });
+
+        // The copies and everything before them are now promised (the pass synced); a soft
+        // sync promises nothing.
+        let copies = chunk_bytes(&db);
+        fill(&db, 3);
+        db.sync(Durability::Soft).unwrap();
+        let unsynced = chunk_bytes(&db) - copies;
+        let p = rebuild_all(&db);
+        assert_eq!(p, Pass { shards: 4, freed_unsynced: unsynced, freed_after_commit: copies });
+        drop(db);
+
+        let db = Builder::new().open(dir.0.join("p.sj")).unwrap();
+        for k in 0..2000u32 {
+            assert_eq!(db.get(&k.to_le_bytes()).unwrap().as_deref(), Some(&[3u8; 100][..]));
+        }
+        // Chunks found when opening were synced by the close: none is freed early.
+        let before = chunk_bytes(&db);
+        let p = rebuild_all(&db);
+        assert_eq!(p, Pass { shards: 4, freed_unsynced: 0, freed_after_commit: before });
+    }
+
+    /// In memory nothing is ever promised to a disk: everything old is freed at once.
+    #[test]
+    fn in_memory_rebuilds_free_everything_early() {
+        let db = Builder::new().shards(4).auto_rebuild(None).memory().unwrap();
+        fill(&db, 1);
+        let all = chunk_bytes(&db);
+        let p = rebuild_all(&db);
+        assert_eq!(p, Pass { shards: 4, freed_unsynced: all, freed_after_commit: 0 });
     }
 }

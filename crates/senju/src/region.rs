@@ -56,6 +56,8 @@ pub(crate) struct Region {
     /// Growth allocates the file's blocks (`fallocate`) instead of extending it sparsely; set
     /// for database files not on tmpfs by [`preallocating`](Region::preallocating).
     preallocate: bool,
+    /// Hard syncs started so far, plus one (see [`sync_generation`](Region::sync_generation)).
+    hard_syncs: AtomicU64,
 }
 
 /// A thread that faults in pages of the map on request (`MADV_POPULATE_WRITE`), so that the
@@ -134,6 +136,7 @@ impl Region {
             share: if writable { libc::MAP_SHARED } else { libc::MAP_PRIVATE },
             prefaulter: OnceLock::new(),
             preallocate: false,
+            hard_syncs: AtomicU64::new(1),
         };
         if len > 0 {
             region.map_range(0, len)?;
@@ -395,7 +398,24 @@ impl Region {
 
     /// Makes every write and hole so far durable, file metadata included.
     pub(crate) fn sync_all(&self) -> io::Result<()> {
+        self.hard_sync_starts();
         self.file.sync_all()
+    }
+
+    /// The number of hard syncs started so far, plus one (never 0). A write made while this
+    /// returns `g` is promised durable by no sync that has completed, nor by any completing
+    /// later, as long as it still returns `g`: a sync promises only what was written before
+    /// it started, and every start raises this first. Automatic rebuilds use it to free dead
+    /// records that no sync has promised without waiting for a sync of their own.
+    pub(crate) fn sync_generation(&self) -> u64 {
+        // SeqCst, with the store in `hard_sync_starts`: a caller that wrote, then reads `g`,
+        // knows that any sync started after its writes raises the count past `g`.
+        self.hard_syncs.load(Ordering::SeqCst)
+    }
+
+    /// Counts a hard sync that is about to start.
+    fn hard_sync_starts(&self) {
+        self.hard_syncs.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The bytes `off..off + len`, or `None` if out of range.
@@ -470,6 +490,7 @@ impl Region {
     /// back (`!hard`).
     pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {
         if hard {
+            self.hard_sync_starts();
             // fdatasync writes back the page cache pages of this file, including those
             // dirtied through MAP_SHARED mappings, and the file size.
             // SAFETY: a plain syscall on our own descriptor.

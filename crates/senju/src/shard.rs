@@ -148,8 +148,19 @@ pub(crate) struct Compacted {
     /// The first chunk of the copy and its sequence number: its header gets `void_before`.
     pub(crate) first_chunk: u64,
     pub(crate) first_seq: u64,
-    /// The record chunks the copy replaced, to free after the commit and a grace period.
-    pub(crate) old_chunks: Vec<(u64, u64)>,
+    /// The record chunks the copy replaced, to free after a grace period (see `Db::rebuild`).
+    pub(crate) old_chunks: Vec<RecordChunk>,
+}
+
+/// A record chunk of a shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecordChunk {
+    pub(crate) off: u64,
+    pub(crate) len: u64,
+    /// [`Region::sync_generation`](crate::region::Region::sync_generation) when the chunk was
+    /// started (0 for chunks found while opening): if it is still the same, no hard sync has
+    /// promised any record in it.
+    pub(crate) born: u64,
 }
 
 /// One shard. Cache-line aligned so that shards never share a line.
@@ -174,8 +185,8 @@ pub(crate) struct ShardState {
     next_seq: u64,
     dead_bytes: u64,
     live_bytes: u64,
-    /// This shard's live record chunks (offset, length), oldest first.
-    chunks: Vec<(u64, u64)>,
+    /// This shard's live record chunks, oldest first.
+    chunks: Vec<RecordChunk>,
     /// Space this shard may reuse (offset, length; page-aligned; zero or index garbage).
     free: Vec<(u64, u64)>,
     /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
@@ -217,7 +228,8 @@ impl Shard {
     /// Hands the shard its record chunks (oldest first) and free space found while opening.
     pub(crate) fn set_space(&self, chunks: Vec<(u64, u64)>, free: Vec<(u64, u64)>) {
         let mut st = self.state.write();
-        st.chunks = chunks;
+        st.chunks =
+            chunks.into_iter().map(|(off, len)| RecordChunk { off, len, born: 0 }).collect();
         st.free.extend(free);
     }
 
@@ -583,7 +595,8 @@ impl<'a> ShardWriter<'a> {
             void_before: 0,
         };
         self.ctx.write_chunk_header(off, &h)?;
-        self.st.chunks.push((off, chunk_len));
+        let born = self.ctx.region.sync_generation();
+        self.st.chunks.push(RecordChunk { off, len: chunk_len, born });
         self.st.next_seq += 1;
         self.st.chunk = off;
         self.st.cursor = tail;
@@ -755,7 +768,7 @@ impl<'a> ShardWriter<'a> {
 
     /// Commits a compaction: the first chunk of the copy says that older chunks are void.
     pub(crate) fn commit(&mut self, c: &Compacted) -> Result<()> {
-        let len = self.st.chunks.iter().find(|&&(o, _)| o == c.first_chunk).map_or(0, |&(_, l)| l);
+        let len = self.st.chunks.iter().find(|r| r.off == c.first_chunk).map_or(0, |r| r.len);
         let h = ChunkHeader {
             kind: CHUNK_RECORDS,
             shard: self.st.id,
@@ -766,9 +779,15 @@ impl<'a> ShardWriter<'a> {
         self.ctx.write_chunk_header(c.first_chunk, &h)
     }
 
+    /// Bytes of this shard's live record chunks (for tests).
+    #[cfg(test)]
+    pub(crate) fn chunk_bytes(&self) -> u64 {
+        self.st.chunks.iter().map(|r| r.len).sum()
+    }
+
     /// Gives this shard space to reuse (zeroed, or index garbage).
-    pub(crate) fn add_free(&mut self, extents: &[(u64, u64)]) {
-        self.st.free.extend_from_slice(extents);
+    pub(crate) fn add_free(&mut self, extents: impl IntoIterator<Item = (u64, u64)>) {
+        self.st.free.extend(extents);
     }
 
     /// Table slots and byte counters, for `stats`.
