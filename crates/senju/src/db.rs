@@ -753,23 +753,7 @@ impl Drop for Db {
 mod tests {
     use super::*;
 
-    /// A database file in a fresh temporary directory (removed on drop).
-    struct Scratch(std::path::PathBuf);
-
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let dir = std::env::temp_dir().join(format!("senju-unit-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            Scratch(dir)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::test_common::TempDir;
 
     fn fill(db: &Db, round: u8) {
         for k in 0..2000u32 {
@@ -789,8 +773,8 @@ mod tests {
     /// hard sync started; a chunk written before it waits for the commit.
     #[test]
     fn a_rebuild_frees_early_only_what_no_sync_promised() {
-        let dir = Scratch::new("promised");
-        let db = Builder::new().shards(4).auto_rebuild(None).open(dir.0.join("p.sj")).unwrap();
+        let dir = TempDir::new("promised");
+        let db = Builder::new().shards(4).auto_rebuild(None).open(dir.file("p.sj")).unwrap();
         fill(&db, 1);
         db.sync(Durability::Hard).unwrap();
         let synced = chunk_bytes(&db);
@@ -809,7 +793,7 @@ mod tests {
         assert_eq!(p, Pass { shards: 4, freed_unsynced: unsynced, freed_after_commit: copies });
         drop(db);
 
-        let db = Builder::new().open(dir.0.join("p.sj")).unwrap();
+        let db = Builder::new().open(dir.file("p.sj")).unwrap();
         for k in 0..2000u32 {
             assert_eq!(db.get(&k.to_le_bytes()).unwrap().as_deref(), Some(&[3u8; 100][..]));
         }

@@ -72,6 +72,11 @@ pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use iter::{Cursor, Iter};
 pub use salvage::{SalvageReport, salvage, salvage_with_progress};
 
+/// The integration tests' helpers (`TempDir`), for unit tests too.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_common;
+
 #[cfg(test)]
 mod tests {
     #[test]
