@@ -101,7 +101,7 @@ pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
             format!("{} does not exist; open it with create=True to create it", path.display()),
         ),
         OpenError::NeedsRecovery { .. } => NEEDS_RECOVERY.err(py, msg),
-        OpenError::Io { .. } => IO.err(py, msg),
+        OpenError::Io { .. } | OpenError::AddressSpace { .. } => IO.err(py, msg),
         OpenError::Storage(e) => storage(py, e),
         _ => ERROR.err(py, msg),
     }

@@ -16,19 +16,22 @@ use crate::format::{
     Header, HeaderError, MAX_FILE_LEN, PAGE, VERSION,
 };
 use crate::recovery;
-use crate::region::Region;
+use crate::region::{Region, RegionError};
 use crate::shard::{CacheLine, Ctx, Shard};
 use crate::table::TableRef;
 
 /// [`Builder::auto_rebuild`]'s default: 64 MiB of dead records (split among the shards).
 const DEFAULT_AUTO_REBUILD: u64 = 64 << 20;
 
+/// [`Builder::max_size`]'s default: 256 GiB of address space.
+const DEFAULT_MAX_SIZE: u64 = 256 << 30;
+
 /// Options for opening or creating a database.
 ///
 /// | option | default | saved in the file? |
 /// |---|---|---|
 /// | [`shards`](Builder::shards) | 128 | yes: fixed when the file is created, ignored afterwards |
-/// | [`max_size`](Builder::max_size) | 256 GiB | no: chosen at each open |
+/// | [`max_size`](Builder::max_size) | 256 GiB, or less if the process cannot reserve that | no: chosen at each open |
 /// | [`create`](Builder::create) | `true` | no |
 /// | [`truncate`](Builder::truncate) | `false` | no |
 /// | [`read_only`](Builder::read_only) | `false` | no |
@@ -48,7 +51,8 @@ const DEFAULT_AUTO_REBUILD: u64 = 64 << 20;
 #[derive(Clone, Debug)]
 pub struct Builder {
     shards: u32,
-    max_size: u64,
+    /// `None`: the default, [`DEFAULT_MAX_SIZE`] or as much as the process can reserve.
+    max_size: Option<u64>,
     create: bool,
     truncate: bool,
     read_only: bool,
@@ -60,7 +64,7 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             shards: 128,
-            max_size: 256 << 30,
+            max_size: None,
             create: true,
             truncate: false,
             read_only: false,
@@ -85,10 +89,16 @@ impl Builder {
         self
     }
 
-    /// The largest the file may grow to, in bytes (at most 8 TiB). This much address space
+    /// The largest the file may grow to, in bytes (1 MiB to 8 TiB). This much address space
     /// is reserved (not allocated) at open, so the map never moves. Not saved.
+    ///
+    /// Without this option the limit is 256 GiB, or, where the process may not reserve that
+    /// much address space (`ulimit -v`, valgrind), the most it can, down to what the file
+    /// needs to open and grow by 1 MiB; [`Db::max_size`](crate::Db::max_size) says what was
+    /// had. A size given here is reserved as given, or the open fails with
+    /// [`OpenError::AddressSpace`].
     pub fn max_size(mut self, bytes: u64) -> Builder {
-        self.max_size = bytes;
+        self.max_size = Some(bytes);
         self
     }
 
@@ -151,6 +161,11 @@ impl Builder {
         self.auto_rebuild.map_or(0, |b| (b / u64::from(self.shards.max(1))).max(1))
     }
 
+    /// Bytes of address space to reserve: [`max_size`](Builder::max_size) or the default.
+    fn reservation(&self) -> u64 {
+        self.max_size.unwrap_or(DEFAULT_MAX_SIZE)
+    }
+
     /// Slots of the first table: `capacity_hint / shards` records at most 7/8 full.
     fn first_table_slots(&self) -> u64 {
         let per_shard = self.capacity_hint / u64::from(self.shards.max(1));
@@ -164,10 +179,12 @@ impl Builder {
                 reason: format!("{} is not a power of two from 1 to 65536", self.shards),
             });
         }
-        if self.max_size > MAX_FILE_LEN || self.max_size < 1 << 20 {
+        if let Some(n) = self.max_size
+            && !(1 << 20..=MAX_FILE_LEN).contains(&n)
+        {
             return Err(OpenError::InvalidOption {
                 name: "max_size",
-                reason: format!("{} is not between 1 MiB and 8 TiB", self.max_size),
+                reason: format!("{n} is not between 1 MiB and 8 TiB"),
             });
         }
         Ok(self.shards.trailing_zeros())
@@ -230,7 +247,8 @@ impl Builder {
         if !clean {
             return Err(OpenError::NeedsRecovery { path });
         }
-        let region = Region::new(file, self.max_size, len, false).map_err(io_err)?;
+        let region = Region::new(file, self.reservation(), self.max_size.is_none(), len, false)
+            .map_err(|e| region_err(e, &path))?;
         let ctx = Ctx {
             region,
             salt: header.salt,
@@ -263,7 +281,7 @@ fn open_file(
     shard_bits: u32,
     options: &Builder,
 ) -> Result<Db, OpenError> {
-    let (max_size, first_table_slots) = (options.max_size, options.first_table_slots());
+    let (max_size, first_table_slots) = (options.reservation(), options.first_table_slots());
     let auto_rebuild = options.auto_rebuild_shard_min();
     let shown = path.clone().unwrap_or_default();
     let io_err = |source| OpenError::Io { path: shown.clone(), source };
@@ -295,7 +313,8 @@ fn open_file(
     if fixed_len != len {
         file.set_len(fixed_len).map_err(io_err)?;
     }
-    let region = Region::new(file, max_size, fixed_len, true).map_err(io_err)?;
+    let region = Region::new(file, max_size, options.max_size.is_none(), fixed_len, true)
+        .map_err(|e| region_err(e, &shown))?;
     // A database file allocates its blocks as it grows; the memory engine's memfd does not.
     let region = if path.is_some() { region.preallocating() } else { region };
     let ctx = Ctx {
@@ -342,6 +361,16 @@ fn open_file(
 }
 
 /// The header in the first bytes of a file (`b` is shorter if the file is), or why not.
+/// The open error for a region that could not be set up.
+fn region_err(e: RegionError, path: &Path) -> OpenError {
+    match e {
+        RegionError::Reserve { requested, source } => {
+            OpenError::AddressSpace { path: path.to_path_buf(), requested, source }
+        }
+        RegionError::Io(source) => OpenError::Io { path: path.to_path_buf(), source },
+    }
+}
+
 fn decode_header(b: &[u8], path: &Path) -> Result<Header, OpenError> {
     let path = path.to_path_buf();
     match Header::decode(b) {

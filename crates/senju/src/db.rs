@@ -482,6 +482,14 @@ impl Db {
         self.core.rebuild(|_| true, progress, None).map(|_| ())
     }
 
+    /// The most bytes the file can grow to while this handle has it open: the address space
+    /// reserved for the map ([`Builder::max_size`](crate::Builder::max_size), or less where
+    /// the default could not be had). A write that needs more fails with
+    /// [`StorageError::Full`](crate::StorageError::Full).
+    pub fn max_size(&self) -> u64 {
+        self.core.ctx.region.reserved()
+    }
+
     /// Counters (momentary; each shard is locked briefly).
     pub fn stats(&self) -> Result<Stats> {
         let mut s = Stats {

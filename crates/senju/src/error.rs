@@ -64,6 +64,17 @@ pub enum OpenError {
         /// The underlying error.
         source: io::Error,
     },
+    /// The process could not reserve the address space for the map: `requested` bytes,
+    /// from [`Builder::max_size`](crate::Builder::max_size) (without that option, a smaller
+    /// reservation is accepted and this error means not even the file itself fits).
+    AddressSpace {
+        /// The file (empty for an in-memory database).
+        path: PathBuf,
+        /// Bytes asked for.
+        requested: u64,
+        /// The operating system's answer.
+        source: io::Error,
+    },
     /// Recovery or opening needed to write and that failed.
     Storage(StorageError),
 }
@@ -103,6 +114,13 @@ impl fmt::Display for OpenError {
                 "database is corrupted at byte {offset} ({what}); restore it from a backup \
                  or export what is readable"
             ),
+            OpenError::AddressSpace { path, requested, source } => write!(
+                f,
+                "cannot map {}: the process may not reserve {requested} bytes of address space \
+                 ({source}); open it with a smaller `Builder::max_size`, or raise the \
+                 address-space limit (`ulimit -v`)",
+                path.display()
+            ),
             OpenError::InvalidOption { name, reason } => {
                 write!(f, "invalid option `{name}`: {reason}")
             }
@@ -126,7 +144,7 @@ impl fmt::Display for OpenError {
 impl std::error::Error for OpenError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            OpenError::Io { source, .. } => Some(source),
+            OpenError::Io { source, .. } | OpenError::AddressSpace { source, .. } => Some(source),
             OpenError::Storage(e) => Some(e),
             _ => None,
         }
@@ -166,7 +184,7 @@ pub enum StorageError {
     Full {
         /// Bytes the file would need.
         needed: u64,
-        /// The maximum, from [`Builder::max_size`](crate::Builder::max_size).
+        /// The maximum: [`Db::max_size`](crate::Db::max_size).
         limit: u64,
     },
     /// The operating system refused a write, a growth or a sync.

@@ -105,31 +105,69 @@ pub(crate) enum GrowError {
     Io(io::Error),
 }
 
-impl Region {
-    /// Reserves `reserve` bytes of address space and maps the first `len` bytes of `file`.
-    /// With `writable == false` (a file opened read-only) the map is private: the engine
-    /// never writes through a read-only handle, and if a bug ever did, the write would stay
-    /// in this process's memory instead of faulting or reaching the file.
-    pub(crate) fn new(file: File, reserve: u64, len: u64, writable: bool) -> io::Result<Region> {
-        let reserve = crate::format::align_up(reserve.max(len).max(GROW_STEP), GROW_STEP);
+/// Why a region could not be set up.
+#[derive(Debug)]
+pub(crate) enum RegionError {
+    /// Not even the smallest acceptable range of address space could be reserved (an
+    /// address-space limit such as `ulimit -v`, or a tool such as valgrind that manages the
+    /// address space itself). `requested` is the size asked for first.
+    Reserve { requested: u64, source: io::Error },
+    /// Mapping the file failed.
+    Io(io::Error),
+}
+
+/// Reserves `want` bytes of address space (`PROT_NONE`, nothing committed). If the process
+/// cannot have that much and `floor` is given, tries half as much, a quarter, ... and
+/// finally `floor` itself. Returns the base and the size reserved.
+fn reserve(want: u64, floor: Option<u64>) -> Result<(*mut u8, u64), RegionError> {
+    let mut size = want;
+    loop {
         // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
         // it overlaps nothing of ours.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                reserve as usize,
+                size as usize,
                 libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
         };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+        if base != libc::MAP_FAILED {
+            return Ok((base.cast(), size));
         }
+        let source = io::Error::last_os_error();
+        match floor {
+            Some(floor) if size > floor => {
+                size = crate::format::align_up(size / 2, GROW_STEP).max(floor);
+            }
+            _ => return Err(RegionError::Reserve { requested: want, source }),
+        }
+    }
+}
+
+impl Region {
+    /// Reserves `reserve` bytes of address space and maps the first `len` bytes of `file`.
+    /// With `shrink: true`, a smaller reservation is accepted when the process cannot have
+    /// `reserve` bytes of address space (halving down to what `len` needs plus one growth
+    /// step); [`reserved`](Region::reserved) says what was had.
+    /// With `writable == false` (a file opened read-only) the map is private: the engine
+    /// never writes through a read-only handle, and if a bug ever did, the write would stay
+    /// in this process's memory instead of faulting or reaching the file.
+    pub(crate) fn new(
+        file: File,
+        reserve: u64,
+        shrink: bool,
+        len: u64,
+        writable: bool,
+    ) -> Result<Region, RegionError> {
+        let want = crate::format::align_up(reserve.max(len).max(GROW_STEP), GROW_STEP);
+        let floor = shrink.then(|| crate::format::align_up(len, GROW_STEP) + GROW_STEP);
+        let (base, reserved) = self::reserve(want, floor.map(|f| f.min(want)))?;
         let region = Region {
-            base: base.cast(),
-            reserved: reserve,
+            base,
+            reserved,
             mapped: AtomicU64::new(0),
             file,
             grow: Mutex::new(()),
@@ -139,10 +177,15 @@ impl Region {
             hard_syncs: AtomicU64::new(1),
         };
         if len > 0 {
-            region.map_range(0, len)?;
+            region.map_range(0, len).map_err(RegionError::Io)?;
             region.mapped.store(len, Ordering::Release);
         }
         Ok(region)
+    }
+
+    /// Bytes of address space reserved: the most the file can grow to while mapped here.
+    pub(crate) fn reserved(&self) -> u64 {
+        self.reserved
     }
 
     /// Makes growth allocate the file's blocks ahead (`fallocate`), for a database file.
@@ -598,7 +641,7 @@ mod tests {
 
     #[test]
     fn grows_in_place_and_checks_bounds() {
-        let r = Region::new(memfd(), 64 << 20, 0, true).unwrap();
+        let r = Region::new(memfd(), 64 << 20, false, 0, true).unwrap();
         assert_eq!(r.len(), 0);
         assert!(r.atomic_u64s(0, 1).is_none());
         r.ensure(100).unwrap();

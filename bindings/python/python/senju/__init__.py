@@ -161,7 +161,8 @@ def open(
     ``truncate``: start empty. ``create=False``: fail with :class:`NotFoundError` if missing.
     ``gil``: ``"auto"`` (default), ``"release"`` or ``"hold"`` (see the module docstring).
     ``shards`` (a power of two, default 128; fixed when the file is created),
-    ``max_size`` (bytes, default 256 GiB), ``capacity_hint`` (records expected): as in the
+    ``max_size`` (bytes, default 256 GiB or as much address space as the process may
+    reserve; a size given is reserved as given or :class:`IoError` is raised), ``capacity_hint`` (records expected): as in the
     Rust ``Builder``. ``auto_rebuild``: rebuild shards in a background thread once their
     dead records (overwritten or removed) outweigh their live ones and reach this many bytes
     in all (default ``None``: 64 MiB; ``0`` turns it off, leaving it to :meth:`Db.rebuild`).

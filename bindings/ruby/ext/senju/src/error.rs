@@ -10,7 +10,7 @@
 //! | `OpenError::Corrupted`, `StorageError::Corrupted` | `Senju::CorruptedError` |
 //! | `OpenError::InvalidOption` | `Senju::InvalidOptionError` |
 //! | `OpenError::NotFound` | `Senju::NotFoundError` |
-//! | `OpenError::Io`, `StorageError::Io` | `Senju::IoError` |
+//! | `OpenError::Io`, `OpenError::AddressSpace`, `StorageError::Io` | `Senju::IoError` |
 //! | `StorageError::TooLarge` | `Senju::TooLargeError` |
 //! | `StorageError::Closed` | `Senju::ClosedError` |
 //! | `StorageError::Full` | `Senju::FullError` |
@@ -79,7 +79,7 @@ pub(crate) fn open_error(ruby: &Ruby, e: OpenError) -> Error {
         OpenError::Corrupted { .. } => &CORRUPTED,
         OpenError::InvalidOption { .. } => &INVALID_OPTION,
         OpenError::NotFound { .. } => &NOT_FOUND,
-        OpenError::Io { .. } => &IO,
+        OpenError::Io { .. } | OpenError::AddressSpace { .. } => &IO,
         _ => &BASE,
     };
     Error::new(ruby.get_inner(class), e.to_string())
