@@ -46,6 +46,30 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// Copies `src` (at most 64 bytes) to the start of `dst` with two overlapping fixed-size
+/// copies instead of a call to `memcpy`: records of small keys and values are copied two or
+/// three times per write, and for them the call costs more than the copy.
+#[inline(always)]
+pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert!(n <= 64 && n <= dst.len());
+    macro_rules! two {
+        ($w:literal) => {{
+            let a: [u8; $w] = src[..$w].try_into().expect("n >= w");
+            let b: [u8; $w] = src[n - $w..].try_into().expect("n >= w");
+            dst[..$w].copy_from_slice(&a);
+            dst[n - $w..n].copy_from_slice(&b);
+        }};
+    }
+    match n {
+        32..=64 => two!(32),
+        16..=31 => two!(16),
+        8..=15 => two!(8),
+        4..=7 => two!(4),
+        _ => dst[..n].copy_from_slice(src),
+    }
+}
+
 /// The low 32 bits of XXH3-64 with `seed`: the checksum of headers and records.
 pub(crate) fn checksum(bytes: &[u8], seed: u64) -> u32 {
     xxh3_64_with_seed(bytes, seed) as u32
@@ -467,6 +491,19 @@ pub(crate) const SLOT_HASH_BITS: u32 = 64 - OFFSET_BITS;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_short_copies_every_length_exactly() {
+        let src: Vec<u8> = (1..=64).collect();
+        for n in 0..=64 {
+            for spare in [0, 1, 7] {
+                let mut dst = vec![0xee; n + spare];
+                copy_short(&mut dst, &src[..n]);
+                assert_eq!(&dst[..n], &src[..n], "length {n}");
+                assert!(dst[n..].iter().all(|&b| b == 0xee), "length {n} wrote past its end");
+            }
+        }
+    }
 
     #[test]
     fn varint_round_trip_and_rejects_overlong() {

@@ -513,6 +513,25 @@ impl Region {
         Some(())
     }
 
+    /// [`write`](Region::write) for at most 64 bytes, without a call to `memcpy`
+    /// ([`copy_short`](crate::format::copy_short)).
+    ///
+    /// # Safety
+    ///
+    /// As for [`write`](Region::write).
+    #[inline]
+    pub(crate) unsafe fn write_short(&self, off: u64, data: &[u8]) -> Option<()> {
+        let end = off.checked_add(data.len() as u64)?;
+        if end > self.len() || data.len() > 64 {
+            return None;
+        }
+        // SAFETY: in bounds; exclusive access by the caller's contract (as in `write`), so
+        // no other reference to these bytes exists while this one lives.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.at(off), data.len()) };
+        crate::format::copy_short(dst, data);
+        Some(())
+    }
+
     /// Sets the bytes `off..off + len` to zero, or returns `None` if out of range.
     ///
     /// # Safety

@@ -17,7 +17,7 @@ use crate::epoch::Epochs;
 use crate::error::{Result, StorageError};
 use crate::format::{
     self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DirEntry, KILLED,
-    MAX_FILE_LEN, PAGE, REC_CLEAR, REC_SET, Record, RecordHead, TOMBSTONE,
+    MAX_FILE_LEN, MAX_RECORD_HEAD, PAGE, REC_CLEAR, REC_SET, Record, RecordHead, TOMBSTONE,
 };
 use crate::region::Region;
 use crate::table::{self, Probe, TableRef};
@@ -97,23 +97,30 @@ struct SmallRecord {
 
 impl SmallRecord {
     /// The record of `kind` for `key` and the concatenated `parts`, or `None` if too large.
-    #[inline]
+    /// Inlined into its callers, so the 64-byte buffer is built in place, not returned and
+    /// moved (which cost two `memcpy` calls per write).
+    #[inline(always)]
     fn new(kind: u8, key: &[u8], parts: &[&[u8]], salt: u64) -> Option<SmallRecord> {
         let vlen: usize = parts.iter().map(|p| p.len()).sum();
         let head = RecordHead::new(kind, key.len(), vlen);
-        let len = head.record_len(key.len(), vlen);
-        if len > SMALL_RECORD as u64 {
+        let n = head.len + key.len() + vlen;
+        if n + 4 > SMALL_RECORD {
             return None;
         }
         let mut buf = [0u8; SMALL_RECORD];
-        let mut n = 0;
-        for piece in [&head.bytes[..head.len], key].into_iter().chain(parts.iter().copied()) {
-            buf[n..n + piece.len()].copy_from_slice(piece);
-            n += piece.len();
+        // The whole head buffer (its unused bytes are zero, and the key overwrites them).
+        buf[..MAX_RECORD_HEAD].copy_from_slice(&head.bytes);
+        let mut at = head.len;
+        format::copy_short(&mut buf[at..], key);
+        at += key.len();
+        for p in parts {
+            format::copy_short(&mut buf[at..], p);
+            at += p.len();
         }
+        debug_assert_eq!(at, n);
         let sum = format::record_sum(buf[0], &buf[1..n], salt);
         buf[n..n + 4].copy_from_slice(&sum.to_le_bytes());
-        debug_assert_eq!(n as u64 + 4, len);
+        debug_assert_eq!(n as u64 + 4, head.record_len(key.len(), vlen));
         Some(SmallRecord { buf, len: n + 4 })
     }
 }
@@ -378,7 +385,7 @@ impl<'a> ShardWriter<'a> {
         let off = self.reserve(rec.len as u64)?;
         // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
         // published yet, so no other thread reads it; the source is on our stack.
-        unsafe { self.ctx.region.write(off, &rec.buf[..rec.len]) }
+        unsafe { self.ctx.region.write_short(off, &rec.buf[..rec.len]) }
             .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })?;
         Ok(off)
     }
