@@ -9,27 +9,18 @@
 
 mod common;
 
-use common::TempDir;
+use common::{TempDir, set_soft_limit};
 use senju::{Db, OpenError, StorageError};
 
 /// The address-space limit: far below the default reservation, far above what the test
 /// binary itself needs.
 const LIMIT: u64 = 8 << 30;
 
-fn set_address_space_limit(soft: u64) {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: a plain system call with a valid pointer to a local.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) }, 0);
-    lim.rlim_cur = soft.min(lim.rlim_max);
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
-}
-
 #[test]
 fn the_default_limit_shrinks_to_the_address_space_and_an_explicit_one_fails_clearly() {
     let dir = TempDir::new("address-space");
     let path = dir.file("as.sj");
-    set_address_space_limit(LIMIT);
+    set_soft_limit(libc::RLIMIT_AS, LIMIT);
 
     // The default: opens, with a limit the process could reserve.
     let db = Db::builder().shards(4).open(&path).unwrap();

@@ -7,21 +7,12 @@
 
 mod common;
 
-use common::TempDir;
+use common::{TempDir, set_soft_limit};
 use senju::{Db, StorageError};
 
 /// The file size limit: growth doubles the file (1, 2, 4 MiB), so the step from 4 to 8 MiB
 /// fails, and only the retry with the smallest step lets the file reach 7 MiB.
 const LIMIT: u64 = 7 << 20;
-
-fn set_file_size_limit(soft: u64) {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: a plain system call with a valid pointer to a local.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) }, 0);
-    lim.rlim_cur = soft.min(lim.rlim_max);
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &lim) }, 0);
-}
 
 #[test]
 fn a_file_that_cannot_grow_fails_the_write_and_keeps_the_rest() {
@@ -31,7 +22,7 @@ fn a_file_that_cannot_grow_fails_the_write_and_keeps_the_rest() {
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let dir = TempDir::new("file-limit");
     let path = dir.file("limit.sj");
-    set_file_size_limit(LIMIT);
+    set_soft_limit(libc::RLIMIT_FSIZE, LIMIT);
     let db = Db::builder().shards(4).open(&path).unwrap();
     let value = vec![0x5a_u8; 4000];
     let mut written = 0u32;
@@ -58,7 +49,7 @@ fn a_file_that_cannot_grow_fails_the_write_and_keeps_the_rest() {
         Err(_) => &value,
     };
     assert_eq!(db.get(b"00000000").unwrap().as_deref(), Some(first));
-    set_file_size_limit(u64::MAX);
+    set_soft_limit(libc::RLIMIT_FSIZE, u64::MAX);
     db.close().unwrap();
     let db = Db::open(&path).unwrap();
     assert_eq!(db.len(), u64::from(written));

@@ -31,3 +31,16 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Lowers this process's soft limit on `resource` (a `libc::RLIMIT_*`) to `soft`, or to the
+/// hard limit if that is lower. For test files that hold a single test: it applies to the
+/// whole process.
+#[cfg(target_os = "linux")]
+pub fn set_soft_limit(resource: libc::__rlimit_resource_t, soft: u64) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a plain system call with a valid pointer to a local.
+    assert_eq!(unsafe { libc::getrlimit(resource, &mut lim) }, 0);
+    lim.rlim_cur = soft.min(lim.rlim_max);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::setrlimit(resource, &lim) }, 0);
+}
