@@ -360,7 +360,6 @@ fn open_file(
     Ok(db)
 }
 
-/// The header in the first bytes of a file (`b` is shorter if the file is), or why not.
 /// The open error for a region that could not be set up.
 fn region_err(e: RegionError, path: &Path) -> OpenError {
     match e {
@@ -371,6 +370,7 @@ fn region_err(e: RegionError, path: &Path) -> OpenError {
     }
 }
 
+/// The header in the first bytes of a file (`b` is shorter if the file is), or why not.
 fn decode_header(b: &[u8], path: &Path) -> Result<Header, OpenError> {
     let path = path.to_path_buf();
     match Header::decode(b) {

@@ -119,7 +119,7 @@ pub(crate) enum RegionError {
 /// Reserves `want` bytes of address space (`PROT_NONE`, nothing committed). If the process
 /// cannot have that much and `floor` is given, tries half as much, a quarter, ... and
 /// finally `floor` itself. Returns the base and the size reserved.
-fn reserve(want: u64, floor: Option<u64>) -> Result<(*mut u8, u64), RegionError> {
+fn reserve_address_space(want: u64, floor: Option<u64>) -> Result<(*mut u8, u64), RegionError> {
     let mut size = want;
     loop {
         // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
@@ -164,7 +164,7 @@ impl Region {
     ) -> Result<Region, RegionError> {
         let want = crate::format::align_up(reserve.max(len).max(GROW_STEP), GROW_STEP);
         let floor = shrink.then(|| crate::format::align_up(len, GROW_STEP) + GROW_STEP);
-        let (base, reserved) = self::reserve(want, floor.map(|f| f.min(want)))?;
+        let (base, reserved) = reserve_address_space(want, floor.map(|f| f.min(want)))?;
         let region = Region {
             base,
             reserved,
