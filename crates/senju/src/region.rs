@@ -504,31 +504,18 @@ impl Region {
         if end > self.len() {
             return None;
         }
-        // SAFETY: in bounds; exclusive access by the caller's contract; `data` cannot overlap
-        // the destination unless it was borrowed from the same unpublished range, which the
-        // contract excludes (published sources are disjoint from unpublished destinations).
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len());
+        // Both copies below are in bounds, with exclusive access by the caller's contract;
+        // `data` cannot overlap the destination unless it was borrowed from the same
+        // unpublished range, which the contract excludes. Records of small keys and values are copied without a `memcpy` call
+        // (`copy_short`), which for them costs more than the copy.
+        if data.len() <= 64 {
+            // SAFETY: see above; no other reference to these bytes exists meanwhile.
+            let dst = unsafe { std::slice::from_raw_parts_mut(self.at(off), data.len()) };
+            crate::format::copy_short(dst, data);
+        } else {
+            // SAFETY: see above.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len()) };
         }
-        Some(())
-    }
-
-    /// [`write`](Region::write) for at most 64 bytes, without a call to `memcpy`
-    /// ([`copy_short`](crate::format::copy_short)).
-    ///
-    /// # Safety
-    ///
-    /// As for [`write`](Region::write).
-    #[inline]
-    pub(crate) unsafe fn write_short(&self, off: u64, data: &[u8]) -> Option<()> {
-        let end = off.checked_add(data.len() as u64)?;
-        if end > self.len() || data.len() > 64 {
-            return None;
-        }
-        // SAFETY: in bounds; exclusive access by the caller's contract (as in `write`), so
-        // no other reference to these bytes exists while this one lives.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.at(off), data.len()) };
-        crate::format::copy_short(dst, data);
         Some(())
     }
 

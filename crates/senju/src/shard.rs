@@ -385,7 +385,7 @@ impl<'a> ShardWriter<'a> {
         let off = self.reserve(rec.len as u64)?;
         // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
         // published yet, so no other thread reads it; the source is on our stack.
-        unsafe { self.ctx.region.write_short(off, &rec.buf[..rec.len]) }
+        unsafe { self.ctx.region.write(off, &rec.buf[..rec.len]) }
             .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })?;
         Ok(off)
     }
