@@ -106,15 +106,21 @@ fn eight_threads_mixing_every_operation_exclude_each_other() {
 /// hang).
 ///
 /// The bound is asserted with a count that is exact by construction: A counts the
-/// acquisitions during which it saw a registered waiter (B is the only possible one), a subset
-/// of the releases the lock counts against B, so it can exceed `K` only if the lock fails to
-/// hand off. The looser count "A's acquisitions since B called `lock`" is reported, not
+/// acquisitions at whose release it saw a registered waiter (B is the only possible one), a
+/// subset of the releases the lock counts against B, so it can exceed `K` only if the lock
+/// fails to hand off. (Checked right after acquiring instead, the count stays at 0 with
+/// `K = 1` unless B registers in the few instructions between A's acquire and its check: the
+/// release after B registers already hands off.) The looser count "A's acquisitions since B called `lock`" is reported, not
 /// asserted: B registers only after its barging phase (`Relax::barge`; none with `NoBarge`),
 /// and when the OS or the hypervisor deschedules B before it registers (routine on a loaded
 /// 2-core VM), A runs on freely and no lock can bound what it does before B has registered.
 ///
 /// `must_wait`: B must have registered in some trial (with `NoBarge` it registers at every
 /// miss; with the default policy it may win every time while barging).
+/// How long A holds the lock in `hand_off_bound`, in spin-loop hints: long enough that B,
+/// arriving at a random moment, usually finds the lock held and registers before A releases.
+const HOLD_SPINS: u32 = 200;
+
 fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
     let _done = watchdog("hand-off", 120);
     let lock = lock_api::Mutex::<RawMutex<K, R>, ()>::new(());
@@ -130,6 +136,13 @@ fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
             while !stop.load(Ordering::Relaxed) {
                 let g = lock.lock();
                 acquisitions.fetch_add(1, Ordering::SeqCst);
+                // Hold the lock a little, so that B's attempt lands in a hold and B registers
+                // while A still owns the lock.
+                for _ in 0..HOLD_SPINS {
+                    std::hint::spin_loop();
+                }
+                // Checked just before the release: B, once registered, leaves only by taking
+                // the lock, so this release is one the lock counts against B.
                 // SAFETY: only read a snapshot of the state word; the guard is not touched.
                 if unsafe { lock.raw() }.has_waiters() {
                     seen_waiter.fetch_add(1, Ordering::SeqCst);
@@ -153,6 +166,13 @@ fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
         for trial in 0..trials {
             for _ in 0..next(&mut seed) % 2000 {
                 std::hint::spin_loop();
+            }
+            // Start the trial only while A is running: on a loaded 2-core machine A can be off
+            // the CPU for a whole time slice, long enough for all of B's trials to find the
+            // lock free (CI once saw no contention at all).
+            let running = acquisitions.load(Ordering::SeqCst);
+            while acquisitions.load(Ordering::SeqCst) == running {
+                std::thread::yield_now();
             }
             let seen_before = seen_waiter.load(Ordering::SeqCst);
             let before = acquisitions.load(Ordering::SeqCst);
