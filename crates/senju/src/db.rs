@@ -194,9 +194,11 @@ impl Db {
     /// [`route`](Db::route) for a write.
     #[inline]
     fn route_write(&self, key: &[u8]) -> Result<(u64, &Shard)> {
-        let routed = self.route(key)?;
+        let (hash, shard) = self.route(key)?;
+        // Started before the shard lock is taken, so the slot's load overlaps that.
+        shard.prefetch(&self.core.ctx, hash);
         self.writable()?;
-        Ok(routed)
+        Ok((hash, shard))
     }
 
     #[inline]
@@ -224,6 +226,8 @@ impl Db {
     #[inline]
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let (hash, shard) = self.route(key)?;
+        // Started before the pin's read-modify-write, so the slot's load overlaps it.
+        shard.prefetch(&self.core.ctx, hash);
         // The pin keeps the record's space from being reused until `f` returns.
         let _pin = self.core.ctx.epochs.pin();
         Ok(shard.get(&self.core.ctx, hash, key)?.map(|r| f(r.value)))
@@ -775,6 +779,25 @@ mod tests {
 
     fn rebuild_all(db: &Db) -> Pass {
         db.core.rebuild(|_| true, |_, _| {}, None).unwrap()
+    }
+
+    /// An insert takes the first tombstone on its probe path: a key removed and set again
+    /// finds its own tombstone (at the latest) and takes it, so no tombstone is left behind.
+    #[test]
+    fn an_insert_reuses_the_tombstone_of_a_removed_key() {
+        let db = Builder::new().shards(1).auto_rebuild(None).memory().unwrap();
+        let tombs = || db.core.shards[0].writer_unchecked(&db.core.ctx).tombstones();
+        for k in 0..1000u32 {
+            db.set(&k.to_le_bytes(), b"v").unwrap();
+        }
+        for k in 0..1000u32 {
+            assert!(db.remove(&k.to_le_bytes()).unwrap());
+            assert_eq!(tombs(), 1);
+            db.set(&k.to_le_bytes(), b"w").unwrap();
+            assert_eq!(tombs(), 0, "key {k}: the re-insert left its tombstone");
+        }
+        assert_eq!(db.get(&7u32.to_le_bytes()).unwrap().as_deref(), Some(&b"w"[..]));
+        assert_eq!(db.len(), 1000);
     }
 
     /// The chunks a rebuild frees before it syncs are exactly those written since the last

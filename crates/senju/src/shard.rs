@@ -278,6 +278,19 @@ impl Shard {
         }
     }
 
+    /// Asks the CPU to start loading the home slot of `hash` in the current table, before
+    /// the lock is taken (a hint: the table may be replaced meanwhile, which costs only the
+    /// wasted load).
+    #[inline]
+    pub(crate) fn prefetch(&self, ctx: &Ctx, hash: u64) {
+        // Relaxed: nothing is read through this load, the slot is only prefetched.
+        if let Some(t) = TableRef::unpack(self.table.load(Ordering::Relaxed))
+            && let Ok(slots) = t.view(&ctx.region)
+        {
+            table::prefetch(slots, hash);
+        }
+    }
+
     /// Takes the shard's writer lock; fails with `Closed` once the database is closed.
     pub(crate) fn writer<'a>(&'a self, ctx: &'a Ctx) -> Result<ShardWriter<'a>> {
         let st = self.state.write();
@@ -365,11 +378,11 @@ impl<'a> ShardWriter<'a> {
         }
     }
 
-    /// Sets `key` to `value` (whether or not it is present). The key's home slot is
-    /// prefetched and a small record is assembled and checksummed on the stack while the slot
-    /// is on its way from memory; then probe, append, index, as [`put`](Self::put) does.
+    /// Sets `key` to `value` (whether or not it is present). The caller has prefetched the
+    /// key's home slot ([`Shard::prefetch`], before taking the lock); a small record is
+    /// assembled and checksummed on the stack while the slot is on its way from memory; then
+    /// probe, append, index, as [`put`](Self::put) does.
     pub(crate) fn set(&mut self, hash: u64, key: &[u8], value: &[u8]) -> Result<()> {
-        self.prefetch(hash);
         let Some(rec) = SmallRecord::new(REC_SET, key, &[value], self.ctx.salt) else {
             let p = self.probe(hash, key)?;
             return self.put(p, hash, key, &[value]);
@@ -790,6 +803,12 @@ impl<'a> ShardWriter<'a> {
     #[cfg(test)]
     pub(crate) fn chunk_bytes(&self) -> u64 {
         self.st.chunks.iter().map(|r| r.len).sum()
+    }
+
+    /// Tombstone slots in this shard's table (for tests).
+    #[cfg(test)]
+    pub(crate) fn tombstones(&self) -> u64 {
+        self.st.tombs
     }
 
     /// Gives this shard space to reuse (zeroed, or index garbage).
