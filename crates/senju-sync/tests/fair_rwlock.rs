@@ -415,15 +415,22 @@ fn registered_readers_wait_one_write_phase_and_every_writer_gets_in() {
 }
 
 /// Writer A takes and releases the lock in a tight loop, counting its acquisitions and those
-/// during which it saw another writer registered for the turn (B is the only one). Writer B,
-/// again and again, takes the lock once. Once B has registered, A may hold the lock at most
+/// at whose release it saw another writer registered for the turn (B is the only one). Writer
+/// B, again and again, takes the lock once. Once B has registered, A may hold the lock at most
 /// `FAIR_RWLOCK_HANDOFF_AFTER` times before B gets it: the Ruby 1.9.3 GVL case for writers.
 /// Counted, never timed; the count from B's call to `write` is only reported, since B may be
 /// descheduled before it registers (see `hand_off_bound` in `tests/mutex.rs`).
+///
+/// A holds each write lock for `HOLD_SPINS` spin hints and checks for B just before its
+/// release (B, once registered, leaves only by taking the lock, so that release is one the
+/// turn counts against B), and B starts each trial only once A's count has moved: checked
+/// right after acquiring, with A off the CPU during B's trials, CI once saw no contention in
+/// all 300 trials.
 #[test]
 fn writer_hand_off_bound() {
     const TRIALS: u32 = 300;
     const K: u64 = senju_sync::FAIR_RWLOCK_HANDOFF_AFTER as u64;
+    const HOLD_SPINS: u32 = 200;
     let finished = watchdog("the writer hand-off test");
     let lock = lock_api::RwLock::<RawFairRwLock<NoBarge>, ()>::new(());
     let acquisitions = AtomicU64::new(0);
@@ -435,6 +442,13 @@ fn writer_hand_off_bound() {
             while !stop.load(SeqCst) {
                 let g = lock.write();
                 acquisitions.fetch_add(1, SeqCst);
+                // Hold the lock a little, so that B's attempt lands in a hold and B registers
+                // while A still owns the lock.
+                for _ in 0..HOLD_SPINS {
+                    std::hint::spin_loop();
+                }
+                // Checked just before the release, which the turn counts against B if B is
+                // registered now.
                 // SAFETY: a read-only snapshot of the diagnostics; the guard is not touched.
                 if unsafe { lock.raw() }.queued_writers() > 1 {
                     seen_waiter.fetch_add(1, SeqCst);
@@ -459,6 +473,11 @@ fn writer_hand_off_bound() {
             seed ^= seed << 17;
             for _ in 0..seed % 2000 {
                 std::hint::spin_loop();
+            }
+            // Start the trial only while A is running (see above).
+            let running = acquisitions.load(SeqCst);
+            while acquisitions.load(SeqCst) == running {
+                std::thread::yield_now();
             }
             let seen_before = seen_waiter.load(SeqCst);
             let before = acquisitions.load(SeqCst);

@@ -99,6 +99,10 @@ fn eight_threads_mixing_every_operation_exclude_each_other() {
     assert!(!lock.is_locked());
 }
 
+/// How long A holds the lock in `hand_off_bound`, in spin-loop hints: long enough that B,
+/// arriving at a random moment, usually finds the lock held and registers before A releases.
+const HOLD_SPINS: u32 = 200;
+
 /// Thread A locks and unlocks in a tight loop, counting its acquisitions; thread B, again
 /// and again, reads A's count, calls `lock`, and reads the count once it owns the lock. Once
 /// B has registered as a waiter, it must get in within `K` of A's acquisitions. Without the
@@ -110,17 +114,14 @@ fn eight_threads_mixing_every_operation_exclude_each_other() {
 /// subset of the releases the lock counts against B, so it can exceed `K` only if the lock
 /// fails to hand off. (Checked right after acquiring instead, the count stays at 0 with
 /// `K = 1` unless B registers in the few instructions between A's acquire and its check: the
-/// release after B registers already hands off.) The looser count "A's acquisitions since B called `lock`" is reported, not
-/// asserted: B registers only after its barging phase (`Relax::barge`; none with `NoBarge`),
-/// and when the OS or the hypervisor deschedules B before it registers (routine on a loaded
-/// 2-core VM), A runs on freely and no lock can bound what it does before B has registered.
+/// release after B registers already hands off.) The looser count "A's acquisitions since B
+/// called `lock`" is reported, not asserted: B registers only after its barging phase
+/// (`Relax::barge`; none with `NoBarge`), and when the OS or the hypervisor deschedules B
+/// before it registers (routine on a loaded 2-core VM), A runs on freely and no lock can bound
+/// what it does before B has registered.
 ///
 /// `must_wait`: B must have registered in some trial (with `NoBarge` it registers at every
 /// miss; with the default policy it may win every time while barging).
-/// How long A holds the lock in `hand_off_bound`, in spin-loop hints: long enough that B,
-/// arriving at a random moment, usually finds the lock held and registers before A releases.
-const HOLD_SPINS: u32 = 200;
-
 fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
     let _done = watchdog("hand-off", 120);
     let lock = lock_api::Mutex::<RawMutex<K, R>, ()>::new(());
