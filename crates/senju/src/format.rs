@@ -343,6 +343,7 @@ pub(crate) struct RecordHead {
 }
 
 impl RecordHead {
+    #[inline]
     pub(crate) fn new(kind: u8, key_len: usize, value_len: usize) -> RecordHead {
         let mut bytes = [0u8; MAX_RECORD_HEAD];
         let mut len = 1;
@@ -398,6 +399,7 @@ pub(crate) enum RecordError {
 
 /// Decodes the lengths of a record with first byte `first` and `rest` after it (at least
 /// the head), returning (kind, key length, value length, head bytes after the first).
+#[inline]
 pub(crate) fn decode_head(
     first: u8,
     rest: &[u8],
@@ -435,6 +437,20 @@ impl<'a> Record<'a> {
     /// record; the checksum is not checked here (see [`Record::verify`]).
     pub(crate) fn decode(first: u8, rest: &'a [u8]) -> Result<Record<'a>, RecordError> {
         let (kind, klen, vlen, at) = decode_head(first, rest)?;
+        Record::with_head(first, rest, kind, klen, vlen, at)
+    }
+
+    /// [`decode`](Record::decode) once [`decode_head`] has read `first` and the head of
+    /// `rest` (its results are passed on, so the head is decoded only once).
+    #[inline]
+    pub(crate) fn with_head(
+        first: u8,
+        rest: &'a [u8],
+        kind: u8,
+        klen: usize,
+        vlen: usize,
+        at: usize,
+    ) -> Result<Record<'a>, RecordError> {
         let end = at + klen + vlen;
         if rest.len() < end + 4 {
             return Err(RecordError::Malformed);

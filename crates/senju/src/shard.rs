@@ -284,10 +284,8 @@ impl Shard {
     #[inline]
     pub(crate) fn prefetch(&self, ctx: &Ctx, hash: u64) {
         // Relaxed: nothing is read through this load, the slot is only prefetched.
-        if let Some(t) = TableRef::unpack(self.table.load(Ordering::Relaxed))
-            && let Ok(slots) = t.view(&ctx.region)
-        {
-            table::prefetch(slots, hash);
+        if let Some(t) = TableRef::unpack(self.table.load(Ordering::Relaxed)) {
+            table::prefetch(&ctx.region, t, hash);
         }
     }
 
@@ -371,10 +369,8 @@ impl<'a> ShardWriter<'a> {
     /// Asks the CPU to start loading the home slot of `hash` (a hint: nothing if the shard
     /// has no table yet).
     pub(crate) fn prefetch(&self, hash: u64) {
-        if let Some(t) = self.table()
-            && let Ok(slots) = t.view(&self.ctx.region)
-        {
-            table::prefetch(slots, hash);
+        if let Some(t) = self.table() {
+            table::prefetch(&self.ctx.region, t, hash);
         }
     }
 
@@ -382,18 +378,36 @@ impl<'a> ShardWriter<'a> {
     /// key's home slot ([`Shard::prefetch`], before taking the lock); a small record is
     /// assembled and checksummed on the stack while the slot is on its way from memory; then
     /// probe, append, index, as [`put`](Self::put) does.
+    ///
+    /// The table is grown before the probe when one more entry would overfill it (so an
+    /// overwrite at the limit grows it one insert early, which the next insert would have
+    /// done anyway), so the probe runs once and its view of the table serves the store.
+    #[inline]
     pub(crate) fn set(&mut self, hash: u64, key: &[u8], value: &[u8]) -> Result<()> {
         let Some(rec) = SmallRecord::new(REC_SET, key, &[value], self.ctx.salt) else {
             let p = self.probe(hash, key)?;
             return self.put(p, hash, key, &[value]);
         };
-        let p = self.probe(hash, key)?;
-        let p = self.make_room(p, hash, key)?;
+        let t = match self.table() {
+            Some(t) if !over_limit(self.st.count + self.st.tombs, t.slots()) => t,
+            _ => self.grow_for_insert()?,
+        };
+        let region = &self.ctx.region;
+        let slots = t.view(region)?;
+        let p = table::probe(region, slots, hash, key)?;
         let off = self.write_small(&rec)?;
-        self.index_put(p, hash, off, rec.len as u64)
+        self.publish(slots, p, hash, off, rec.len as u64)
+    }
+
+    /// Replaces the table by one with room for one more entry; returns it.
+    #[cold]
+    fn grow_for_insert(&mut self) -> Result<TableRef> {
+        self.rebuild_table(self.st.count + 1)?;
+        Ok(self.table().expect("rebuild_table publishes a table"))
     }
 
     /// Appends an assembled record; returns its offset.
+    #[inline]
     fn write_small(&mut self, rec: &SmallRecord) -> Result<u64> {
         let off = self.reserve(rec.len as u64)?;
         // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
@@ -578,12 +592,20 @@ impl<'a> ShardWriter<'a> {
     }
 
     /// Space for a `len`-byte record in the current chunk, starting a new chunk if needed.
+    #[inline]
     fn reserve(&mut self, len: u64) -> Result<u64> {
         if self.st.chunk != 0 && self.st.chunk_end - self.st.cursor >= len {
             let off = self.st.cursor;
             self.st.cursor += len;
             return Ok(off);
         }
+        self.reserve_in_new_chunk(len)
+    }
+
+    /// [`reserve`](Self::reserve) when the current chunk is full (or there is none): starts
+    /// a new chunk, about once per 1,300 small records.
+    #[cold]
+    fn reserve_in_new_chunk(&mut self, len: u64) -> Result<u64> {
         let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
         let need = format::align_up(CHUNK_HEADER_LEN + len, PAGE);
         let mut chunk_len = need.max(normal);
@@ -624,23 +646,36 @@ impl<'a> ShardWriter<'a> {
         Ok(off + CHUNK_HEADER_LEN)
     }
 
-    /// Points the index at the record at `off` (already written), growing first if needed.
+    /// Points the index at the record at `off` (already written); the probe `p` was made on
+    /// the current table, which has room for it (see `make_room`).
     pub(crate) fn index_put(&mut self, p: Probe, hash: u64, off: u64, len: u64) -> Result<()> {
-        let region = &self.ctx.region;
+        let t = self.table().expect("make_room creates the table");
+        let slots = t.view(&self.ctx.region)?;
+        self.publish(slots, p, hash, off, len)
+    }
+
+    /// [`index_put`](Self::index_put) on `slots`, the current table's view.
+    #[inline]
+    fn publish(
+        &mut self,
+        slots: &[AtomicU64],
+        p: Probe,
+        hash: u64,
+        off: u64,
+        len: u64,
+    ) -> Result<()> {
         let slot = format::slot_encode(off, hash);
         match p {
             Probe::Found { pos, off: old } => {
-                let old_len = table::record_at(region, old)?.len;
+                let old_len = table::record_at(&self.ctx.region, old)?.len;
                 self.st.dead_bytes += old_len;
                 self.st.live_bytes = self.st.live_bytes.saturating_sub(old_len) + len;
-                let t = self.table().expect("a found key has a table");
                 // Release pairs with the reader's Acquire load of the slot (`table::find`).
-                t.view(region)?[pos].store(slot, Ordering::Release);
+                slots[pos].store(slot, Ordering::Release);
             }
             Probe::Vacant { pos, tomb } => {
-                let t = self.table().expect("make_room creates the table");
                 // Release: as above.
-                t.view(region)?[pos].store(slot, Ordering::Release);
+                slots[pos].store(slot, Ordering::Release);
                 if tomb {
                     self.st.tombs = self.st.tombs.saturating_sub(1);
                 }

@@ -62,21 +62,12 @@ pub(crate) fn home(hash: u64, n: usize) -> usize {
     }
 }
 
-/// Starts loading the home slot of `hash` into the cache (a hint; no effect on memory).
+/// Starts loading the home slot of `hash` in table `t` into the cache (a hint; no effect on
+/// memory, and no bounds check needed: a prefetch never faults).
 #[inline]
-pub(crate) fn prefetch(slots: &[AtomicU64], hash: u64) {
-    if let Some(s) = slots.get(home(hash, slots.len())) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and changes no memory; the pointer is to a live
-        // slot besides.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                s.as_ptr().cast::<i8>().cast_const(),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = s;
-    }
+pub(crate) fn prefetch(region: &Region, t: TableRef, hash: u64) {
+    let pos = home(hash, t.slots() as usize) as u64;
+    region.prefetch(t.chunk + CHUNK_HEADER_LEN + pos * 8);
 }
 
 /// Reads the record at `off`: bounds-checked, lengths checked, checksum not yet verified.
@@ -90,14 +81,14 @@ pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
     // again until an epoch grace period has passed after it stopped being reachable.
     let head =
         unsafe { region.bytes_upto(off + 1, MAX_RECORD_HEAD) }.ok_or(bad("record offset"))?;
-    let (_, klen, vlen, hlen) = format::decode_head(first, head).map_err(|e| match e {
+    let (kind, klen, vlen, hlen) = format::decode_head(first, head).map_err(|e| match e {
         RecordError::End => bad("index points at empty space"),
         RecordError::Malformed => bad("malformed record header"),
     })?;
     // SAFETY: as above.
     let bytes =
         unsafe { region.bytes(off + 1, hlen + klen + vlen + 4) }.ok_or(bad("record length"))?;
-    Record::decode(first, bytes).map_err(|_| bad("malformed record"))
+    Record::with_head(first, bytes, kind, klen, vlen, hlen).map_err(|_| bad("malformed record"))
 }
 
 /// What a writer's probe found.
@@ -159,8 +150,7 @@ pub(crate) fn find<'r>(
 /// Probes for `key` on behalf of the shard's writer (who holds the shard lock).
 ///
 /// The loop is the write path's hottest (an insert looks at about 7 slots on average), so
-/// each slot costs one load and two tests: empty, then tag (the tag test lets a tombstone
-/// through, whose tag bits are zero, and sorts it out after).
+/// each slot costs one load and two tests: empty or tombstone (`s <= 1`), then the tag.
 pub(crate) fn probe(region: &Region, slots: &[AtomicU64], hash: u64, key: &[u8]) -> Result<Probe> {
     let n = slots.len();
     let start = home(hash, n).min(n);
@@ -189,21 +179,22 @@ fn scan(
     first_tomb: &mut Option<usize>,
 ) -> Option<Result<Probe>> {
     for (i, slot) in part.iter().enumerate() {
-        let pos = base + i;
         // Relaxed: only the lock holder writes slots, and it is us.
         let s = slot.load(Ordering::Relaxed);
-        if s == 0 {
-            return Some(Ok(match *first_tomb {
-                Some(t) => Probe::Vacant { pos: t, tomb: true },
-                None => Probe::Vacant { pos, tomb: false },
-            }));
-        }
-        if s == TOMBSTONE {
+        // One test for the two rare values (empty: `0`, tombstone: `1`), then the tag.
+        if s <= TOMBSTONE {
+            let pos = base + i;
+            if s == 0 {
+                return Some(Ok(match *first_tomb {
+                    Some(t) => Probe::Vacant { pos: t, tomb: true },
+                    None => Probe::Vacant { pos, tomb: false },
+                }));
+            }
             first_tomb.get_or_insert(pos);
         } else if format::slot_hash_bits(s) == want {
             let off = format::slot_offset(s);
             match record_at(region, off) {
-                Ok(r) if r.key == key => return Some(Ok(Probe::Found { pos, off })),
+                Ok(r) if r.key == key => return Some(Ok(Probe::Found { pos: base + i, off })),
                 Ok(_) => {}
                 Err(e) => return Some(Err(e)),
             }
