@@ -666,8 +666,7 @@ impl<'a> ShardWriter<'a> {
     ) -> Result<()> {
         let slot = format::slot_encode(off, hash);
         match p {
-            Probe::Found { pos, off: old } => {
-                let old_len = table::record_at(&self.ctx.region, old)?.len;
+            Probe::Found { pos, len: old_len, .. } => {
                 self.st.dead_bytes += old_len;
                 self.st.live_bytes = self.st.live_bytes.saturating_sub(old_len) + len;
                 // Release pairs with the reader's Acquire load of the slot (`table::find`).
@@ -689,9 +688,8 @@ impl<'a> ShardWriter<'a> {
 
     /// Marks the slot a probe found as removed; `len` is the tombstone record's length.
     pub(crate) fn index_delete(&mut self, p: Probe, len: u64) -> Result<()> {
-        if let Probe::Found { pos, off } = p {
+        if let Probe::Found { pos, len: old_len, .. } = p {
             let region = &self.ctx.region;
-            let old_len = table::record_at(region, off)?.len;
             let t = self.table().expect("a found key has a table");
             // Release: a reader that sees the tombstone also sees the tombstone record (for
             // symmetry; readers do not read it).

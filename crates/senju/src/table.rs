@@ -94,8 +94,8 @@ pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
 /// What a writer's probe found.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Probe {
-    /// The key is at slot `pos`, in the record at `off`.
-    Found { pos: usize, off: u64 },
+    /// The key is at slot `pos`, in the record at `off`, which takes `len` bytes.
+    Found { pos: usize, off: u64, len: u64 },
     /// The key is absent; it would go in slot `pos` (`tomb`: reusing a tombstone).
     Vacant { pos: usize, tomb: bool },
 }
@@ -194,7 +194,9 @@ fn scan(
         } else if format::slot_hash_bits(s) == want {
             let off = format::slot_offset(s);
             match record_at(region, off) {
-                Ok(r) if r.key == key => return Some(Ok(Probe::Found { pos: base + i, off })),
+                Ok(r) if r.key == key => {
+                    return Some(Ok(Probe::Found { pos: base + i, off, len: r.len }));
+                }
                 Ok(_) => {}
                 Err(e) => return Some(Err(e)),
             }
