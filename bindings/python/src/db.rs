@@ -533,7 +533,7 @@ impl PyDb {
             .map_err(|e| errors::storage(py, e))
     }
 
-    /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes,
+    /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes, free_bytes,
     /// auto_rebuilds, and auto_rebuild_error (a str, only if automatic rebuilds stopped).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = &self.inner.db;
@@ -546,6 +546,7 @@ impl PyDb {
         d.set_item("table_slots", s.table_slots)?;
         d.set_item("live_bytes", s.live_bytes)?;
         d.set_item("dead_bytes", s.dead_bytes)?;
+        d.set_item("free_bytes", s.free_bytes)?;
         d.set_item("auto_rebuilds", s.auto_rebuilds)?;
         if let Some(e) = s.auto_rebuild_error {
             d.set_item("auto_rebuild_error", e)?;

@@ -322,7 +322,7 @@ def test_stats_and_repr(path: pathlib.Path) -> None:
         db.set_many({b"a": b"1", b"b": b"2"})
         s = db.stats()
         assert s["records"] == 2 and s["shards"] == 16
-        assert set(s) >= {"file_bytes", "table_slots", "live_bytes", "dead_bytes"}
+        assert set(s) >= {"file_bytes", "table_slots", "live_bytes", "dead_bytes", "free_bytes"}
         assert "gil=hold" in repr(db) and db.gil == "hold" and db.path == str(path)
     assert "closed" in repr(db)
 

@@ -184,7 +184,7 @@ pub(crate) fn stats(path: &Path, as_json: bool) -> Result<(), String> {
     let db = open_read(path)?;
     let s = db.stats().map_err(|e| e.to_string())?;
     let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let rows: [(&str, u64); 7] = [
+    let rows: [(&str, u64); 8] = [
         ("records", s.records),
         ("shards", s.shards),
         ("file_size", file_len),
@@ -192,6 +192,7 @@ pub(crate) fn stats(path: &Path, as_json: bool) -> Result<(), String> {
         ("table_slots", s.table_slots),
         ("live_bytes", s.live_bytes),
         ("dead_bytes", s.dead_bytes),
+        ("free_bytes", s.free_bytes),
     ];
     if as_json {
         let mut m = serde_json::Map::new();

@@ -15,6 +15,7 @@ use crate::format::{
     self, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DIR_ENTRY_LEN, DirEntry, FLAG_CLEAN, HEADER_LEN,
     Header, HeaderError, MAX_FILE_LEN, PAGE, VERSION,
 };
+use crate::free_space::FreeSpace;
 use crate::recovery;
 use crate::region::{Region, RegionError};
 use crate::shard::{CacheLine, Ctx, Shard};
@@ -256,6 +257,7 @@ impl Builder {
             closed: AtomicBool::new(false),
             first_table_slots: 0,
             epochs: Epochs::new(),
+            free: FreeSpace::default(),
             auto: AutoRebuild::new(0),
         };
         let n = 1usize << header.shard_bits;
@@ -324,6 +326,7 @@ fn open_file(
         closed: AtomicBool::new(false),
         first_table_slots,
         epochs: Epochs::new(),
+        free: FreeSpace::default(),
         auto: AutoRebuild::new(auto_rebuild),
     };
     let n = 1usize << header.shard_bits;
@@ -412,41 +415,40 @@ fn locked(file: &File, path: PathBuf) -> OpenError {
     OpenError::Locked { path, pid }
 }
 
-/// Gives each shard its live record chunks and the free space the walk found. Voided record
-/// chunks still hold valid records: they (and, after a crash, every gap) are punched to zeros
-/// and synced before any of that space is reused, so no stale record can ever follow a new
-/// one. Index chunks other than the shards' current tables are free as they are.
+/// Gives each shard its live record chunks, and the free space the walk found to the file's
+/// free space. Voided record chunks still hold valid records: they (and, after a crash, every
+/// gap) are punched to zeros and synced before any of that space is reused, so no stale
+/// record can ever follow a new one. Index chunks other than the shards' current tables are
+/// free as they are.
 fn hand_out_space(
     ctx: &Ctx,
     shards: &[Shard],
     walk: &recovery::Walk,
     recovered: bool,
 ) -> std::io::Result<()> {
-    let n = shards.len();
-    let mut chunks = vec![Vec::new(); n];
-    let mut free = vec![Vec::new(); n];
+    let mut chunks = vec![Vec::new(); shards.len()];
+    let mut free = Vec::new();
     let mut punch = Vec::new();
     let tables: std::collections::HashSet<u64> =
         shards.iter().filter_map(|s| s.table_ref().map(|t| t.chunk)).collect();
     for c in &walk.chunks {
         let ext = (c.off, c.end - c.off);
-        let s = c.shard as usize;
         if walk.live(c) {
-            chunks[s].push((c.seq, ext));
+            chunks[c.shard as usize].push((c.seq, ext));
         } else if recovery::is_index(c) {
             if !tables.contains(&c.off) {
-                free[s].push(ext);
+                free.push(ext);
             }
         } else {
             punch.push(ext);
-            free[s].push(ext);
+            free.push(ext);
         }
     }
-    for (i, &g) in walk.gaps.iter().enumerate() {
+    for &g in &walk.gaps {
         if recovered {
             punch.push(g);
         }
-        free[i % n].push(g);
+        free.push(g);
     }
     if !punch.is_empty() {
         for &(off, len) in &punch {
@@ -455,9 +457,12 @@ fn hand_out_space(
         }
         ctx.region.sync_all()?;
     }
-    for (s, (mut c, f)) in shards.iter().zip(chunks.into_iter().zip(free)) {
+    for (off, len) in free {
+        ctx.free.add(off, len);
+    }
+    for (s, mut c) in shards.iter().zip(chunks) {
         c.sort_unstable();
-        s.set_space(c.into_iter().map(|(_, e)| e).collect(), f);
+        s.set_chunks(c.into_iter().map(|(_, e)| e).collect());
     }
     Ok(())
 }

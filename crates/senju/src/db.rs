@@ -37,6 +37,9 @@ pub struct Stats {
     pub live_bytes: u64,
     /// Bytes of records that are overwritten or removed (reclaimed by the next rebuild).
     pub dead_bytes: u64,
+    /// Bytes inside the file that no chunk uses (left by replaced index tables and by
+    /// rebuilds); new chunks of any shard reuse them before the file grows.
+    pub free_bytes: u64,
     /// Automatic rebuilds done by this handle (passes that rebuilt at least one shard; see
     /// [`Builder::auto_rebuild`](crate::Builder::auto_rebuild)).
     pub auto_rebuilds: u64,
@@ -499,6 +502,7 @@ impl Db {
         let mut s = Stats {
             shards: self.core.shards.len() as u64,
             file_bytes: self.core.ctx.file_end.load(Ordering::Relaxed),
+            free_bytes: self.core.ctx.free.bytes(),
             ..Stats::default()
         };
         for shard in self.core.shards.iter() {
@@ -544,7 +548,15 @@ impl Db {
         }
         // No more growth: stop faulting in space ahead before the file is cut to its data.
         self.core.ctx.region.stop_prefaulter();
-        let data_end = self.core.ctx.file_end.load(Ordering::Relaxed);
+        // Free space at the very end (say, chunks a rebuild freed last) is cut off too, and
+        // the rest of the free space holds no disk blocks in the closed file (best effort:
+        // where the file system cannot punch holes it keeps them).
+        let data_end = self.core.ctx.free.trim_tail(self.core.ctx.file_end.load(Ordering::Relaxed));
+        for (off, len) in self.core.ctx.free.extents() {
+            // SAFETY: free space is referenced by no table and read by no reader (its grace
+            // period passed before it was freed), and no writer runs any more (`closed`).
+            let _ = unsafe { self.core.ctx.region.punch_hole(off, len) };
+        }
         let mut header = Header { data_end, flags: 0, ..self.header };
         self.write_header(&header)?;
         self.core.ctx.region.sync(true)?;
@@ -736,13 +748,10 @@ impl Core {
         Ok(())
     }
 
-    /// Hands punched `(shard, offset, length)` extents, durably zero, back to their shards.
+    /// Hands punched `(shard, offset, length)` extents, durably zero, to the free space.
     fn free(&self, extents: &[(usize, u64, u64)]) {
-        let mut by_shard = extents.to_vec();
-        by_shard.sort_unstable();
-        for run in by_shard.chunk_by(|a, b| a.0 == b.0) {
-            let mine = run.iter().map(|&(_, off, len)| (off, len));
-            self.shards[run[0].0].writer_unchecked(&self.ctx).add_free(mine);
+        for &(_, off, len) in extents {
+            self.ctx.free.add(off, len);
         }
     }
 

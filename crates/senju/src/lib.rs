@@ -57,6 +57,7 @@ mod epoch;
 mod error;
 mod file_lock;
 mod format;
+mod free_space;
 mod iter;
 mod recovery;
 mod region;

@@ -19,6 +19,7 @@ use crate::format::{
     self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DirEntry, KILLED,
     MAX_FILE_LEN, MAX_RECORD_HEAD, PAGE, REC_CLEAR, REC_SET, Record, RecordHead, TOMBSTONE,
 };
+use crate::free_space::FreeSpace;
 use crate::region::Region;
 use crate::table::{self, Probe, TableRef};
 
@@ -35,6 +36,8 @@ pub(crate) struct Ctx {
     pub(crate) first_table_slots: u64,
     /// Grace periods before space readers may still see is reused.
     pub(crate) epochs: Epochs,
+    /// Space inside the file that no chunk uses, for any shard's next chunks.
+    pub(crate) free: FreeSpace,
     /// When shards ask for an automatic rebuild (see `auto.rs`).
     pub(crate) auto: AutoRebuild,
 }
@@ -125,15 +128,16 @@ impl SmallRecord {
     }
 }
 
-/// Retired index tables at least this long are punched out of the file when reclaimed;
-/// smaller ones are reused as they are. Punching unmaps the pages from every thread's page
-/// tables, which costs a TLB shoot-down (an interrupt to every other core running the
-/// process) per table; while a database grows, most retired tables are small and their space
-/// is reused by the shard's records soon after, so punching them cost more than it saved.
-/// Measured with `senju perf sequence --set_only`, 2,000,000 records, 5 alternating rounds,
-/// medians: 2.38M → 2.67M sets/s at 1 thread and 2.81M → 3.51M at 2 threads. The large
-/// tables retired last are still punched, so the memory they held is given back (peak RSS
-/// at 10M records: 341 MB before, 343 MB after).
+/// A retired index table is punched out of the file (`fallocate(PUNCH_HOLE)`) when reclaimed
+/// only if it is at least this long and the file's free space would then pass a quarter of
+/// the file; otherwise it joins the free space as it is, pages and all. While a database
+/// grows, retired tables are reused within moments by the next shard's larger table or by
+/// records, so punching them would cost a TLB shoot-down each (an interrupt to every other
+/// core running the process; 2M sets: 2.38M → 2.67M sets/s at 1 thread and 2.81M → 3.51M at
+/// 2 threads without it) and split the file's large page-cache folios, after which the reused
+/// space is mapped in 4 KiB pages instead of 2 MiB ones (10M records: 28 MB of the map
+/// PMD-mapped instead of 188 MB, gets about 4% slower). When much space sits free (a `clear`
+/// of a large database, say) it is given back at once; `close` punches whatever is left.
 const PUNCH_MIN: u64 = 256 << 10;
 
 /// Record chunks start at one page and double per chunk up to this.
@@ -194,8 +198,6 @@ pub(crate) struct ShardState {
     live_bytes: u64,
     /// This shard's live record chunks, oldest first.
     chunks: Vec<RecordChunk>,
-    /// Space this shard may reuse (offset, length; page-aligned; zero or index garbage).
-    free: Vec<(u64, u64)>,
     /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
     limbo: Vec<(u64, u64, u64)>,
 }
@@ -232,12 +234,10 @@ impl Shard {
         s
     }
 
-    /// Hands the shard its record chunks (oldest first) and free space found while opening.
-    pub(crate) fn set_space(&self, chunks: Vec<(u64, u64)>, free: Vec<(u64, u64)>) {
-        let mut st = self.state.write();
-        st.chunks =
+    /// Hands the shard its record chunks (oldest first), found while opening.
+    pub(crate) fn set_chunks(&self, chunks: Vec<(u64, u64)>) {
+        self.state.write().chunks =
             chunks.into_iter().map(|(off, len)| RecordChunk { off, len, born: 0 }).collect();
-        st.free.extend(free);
     }
 
     /// Sets where the current chunk ends (read back from its header on a clean open).
@@ -488,14 +488,13 @@ impl<'a> ShardWriter<'a> {
 
     /// An empty index chunk of `len` bytes, not yet published.
     fn new_table(&mut self, len: u64) -> Result<TableRef> {
-        // Space past the file's end at this moment is fresh (zero); only reused space needs
-        // clearing.
-        let fresh_from = self.ctx.file_end.load(Ordering::Relaxed);
-        let off = self.alloc(len)?;
+        let (off, _, reused) = self.alloc(len, len)?;
         let h = ChunkHeader { kind: CHUNK_INDEX, shard: self.st.id, len, seq: 0, void_before: 0 };
         self.ctx.write_chunk_header(off, &h)?;
         let t = TableRef { chunk: off, len };
-        if off + len <= fresh_from {
+        // Fresh space (past the file's end when it was taken) is zero; only reused space
+        // needs clearing.
+        if reused {
             // Reused space may hold old slots: clear them before anyone probes.
             for s in t.view(&self.ctx.region)? {
                 s.store(0, Ordering::Relaxed);
@@ -519,29 +518,24 @@ impl<'a> ShardWriter<'a> {
         }
     }
 
-    /// `len` bytes (a multiple of [`PAGE`]) for a new chunk: reused space of this shard if
-    /// any fits, else the end of the file.
-    fn alloc(&mut self, len: u64) -> Result<u64> {
+    /// `need..=want` bytes (multiples of [`PAGE`]) for a new chunk: free space inside the file
+    /// if an extent of `need` bytes is there (all of it if shorter than `want`), else `want`
+    /// bytes at the end of the file. Returns the offset, the length, and whether the space is
+    /// reused (it may then hold old bytes: zero or index garbage) rather than fresh (zero).
+    fn alloc(&mut self, need: u64, want: u64) -> Result<(u64, u64, bool)> {
         self.reclaim();
-        if let Some(i) = self.st.free.iter().position(|&(_, l)| l >= len) {
-            let (off, l) = self.st.free[i];
-            if l == len {
-                self.st.free.swap_remove(i);
-            } else {
-                self.st.free[i] = (off + len, l - len);
-            }
-            // Reused space was punched (`reclaim`): fault it in at once, not page by page.
+        if let Some((off, len)) = self.ctx.free.take_between(need, want) {
+            // Reused space may have been punched: fault it in at once, not page by page.
             self.ctx.region.populate(off, len);
-            return Ok(off);
+            return Ok((off, len, true));
         }
-        self.ctx.alloc(len)
+        Ok((self.ctx.alloc(want)?, want, false))
     }
 
-    /// Moves retired index chunks whose grace period has passed to the free list. Large ones
-    /// (at least [`PUNCH_MIN`]) give their pages back first (`fallocate(PUNCH_HOLE)`): that
-    /// free space then costs neither memory (the map's resident pages) nor disk blocks until
-    /// it is reused. Small ones are kept as they are (index garbage, which reused space may
-    /// hold: tables clear what they reuse, and replay stops at the first invalid record).
+    /// Moves retired index chunks whose grace period has passed to the free space, as they are
+    /// (index garbage, which reused space may hold: tables clear what they reuse, and replay
+    /// stops at the first invalid record), or punched first when much space is free already
+    /// (see [`PUNCH_MIN`]): then it costs neither memory nor disk blocks until it is reused.
     /// Best effort: where punching fails the space is reused as it is.
     fn reclaim(&mut self) {
         if !self.st.limbo.is_empty() {
@@ -550,13 +544,14 @@ impl<'a> ShardWriter<'a> {
             st.limbo.retain(|&(off, l, e)| {
                 let safe = ctx.epochs.is_safe(e);
                 if safe {
-                    if l >= PUNCH_MIN {
+                    let file = ctx.file_end.load(Ordering::Relaxed);
+                    if l >= PUNCH_MIN && (ctx.free.bytes() + l) * 4 > file {
                         // SAFETY: the table was unpublished at epoch `e` and every reader
                         // pinned at or before it has unpinned, so no reference into it
                         // remains; the shard lock we hold keeps writers out.
                         let _ = unsafe { ctx.region.punch_hole(off, l) };
                     }
-                    st.free.push((off, l));
+                    ctx.free.add(off, l);
                 }
                 !safe
             });
@@ -608,24 +603,16 @@ impl<'a> ShardWriter<'a> {
     fn reserve_in_new_chunk(&mut self, len: u64) -> Result<u64> {
         let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
         let need = format::align_up(CHUNK_HEADER_LEN + len, PAGE);
-        let mut chunk_len = need.max(normal);
         // Reused space first: any free extent that holds the record becomes (part of) the
-        // chunk, so leftovers of old tables smaller than a normal chunk are not stranded.
-        self.reclaim();
-        if let Some(&(_, l)) = self.st.free.iter().find(|&&(_, l)| l >= need) {
-            chunk_len = l.min(chunk_len);
-        }
-        // Space past the file's end at this moment is fresh (zero); reused space may hold an
-        // old index table's slots (see `reclaim`).
-        let fresh_from = self.ctx.file_end.load(Ordering::Relaxed);
-        let off = self.alloc(chunk_len)?;
+        // chunk, so leftovers smaller than a normal chunk are not stranded.
+        let (off, chunk_len, reused) = self.alloc(need, need.max(normal))?;
         let tail = off + CHUNK_HEADER_LEN + len;
-        if off + chunk_len <= fresh_from {
+        if reused {
             // A record chunk ends at its first empty record: clear what this first record does
             // not cover, so the chunk reads as records followed by zeros (as `check` expects
             // of a cleanly closed file).
-            // SAFETY: the space was just taken from this shard's free list (no reader can
-            // reach it: its grace period has passed) and we hold the shard lock.
+            // SAFETY: the space was just taken from the free space (no reader can reach it:
+            // its grace period has passed, and no other writer: we took it).
             unsafe { self.ctx.region.zero(tail, off + chunk_len - tail) }
                 .ok_or(StorageError::Corrupted { offset: off, what: "chunk outside the file" })?;
         }
@@ -842,11 +829,6 @@ impl<'a> ShardWriter<'a> {
     #[cfg(test)]
     pub(crate) fn tombstones(&self) -> u64 {
         self.st.tombs
-    }
-
-    /// Gives this shard space to reuse (zeroed, or index garbage).
-    pub(crate) fn add_free(&mut self, extents: impl IntoIterator<Item = (u64, u64)>) {
-        self.st.free.extend(extents);
     }
 
     /// Table slots and byte counters, for `stats`.

@@ -510,6 +510,7 @@ fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
         ("table_slots", s.table_slots),
         ("live_bytes", s.live_bytes),
         ("dead_bytes", s.dead_bytes),
+        ("free_bytes", s.free_bytes),
         ("auto_rebuilds", s.auto_rebuilds),
         ("chunks", h.policy.chunks()),
     ] {
