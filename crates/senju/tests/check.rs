@@ -290,8 +290,8 @@ fn random_damage_never_panics_and_a_passed_file_reads_cleanly() {
     assert!(damaged > 0 && passed > 0, "{damaged} damaged, {passed} passed");
 }
 
-/// Regression: retired index tables below the punch threshold go back to the free list
-/// unpunched, holding old slots. A record chunk placed there used to keep those bytes after
+/// Regression: retired index tables go back to the free space unpunched (below the punch
+/// threshold), holding old slots. A record chunk placed there used to keep those bytes after
 /// its last record, and `check` reported a clean file as damaged ("malformed record"). Record
 /// chunks in reused space are now cleared past their first record.
 #[test]
