@@ -263,6 +263,12 @@ impl Builder {
         let n = 1usize << header.shard_bits;
         let shards = load_directory(&ctx, &header, n)
             .ok_or(OpenError::NeedsRecovery { path: path.clone() })?;
+        // Nothing is ever allocated through a read-only handle; the free space is only
+        // counted, for `stats`.
+        let walk = recovery::walk(&ctx, n, header.data_start, header.data_end);
+        for (off, len) in sort_space(&shards, &walk).free {
+            ctx.free.add(off, len);
+        }
         Ok(Db::from_parts(ctx, shards, header, Some(path), true))
     }
 
@@ -426,29 +432,10 @@ fn hand_out_space(
     walk: &recovery::Walk,
     recovered: bool,
 ) -> std::io::Result<()> {
-    let mut chunks = vec![Vec::new(); shards.len()];
-    let mut free = Vec::new();
-    let mut punch = Vec::new();
-    let tables: std::collections::HashSet<u64> =
-        shards.iter().filter_map(|s| s.table_ref().map(|t| t.chunk)).collect();
-    for c in &walk.chunks {
-        let ext = (c.off, c.end - c.off);
-        if walk.live(c) {
-            chunks[c.shard as usize].push((c.seq, ext));
-        } else if recovery::is_index(c) {
-            if !tables.contains(&c.off) {
-                free.push(ext);
-            }
-        } else {
-            punch.push(ext);
-            free.push(ext);
-        }
-    }
-    for &g in &walk.gaps {
-        if recovered {
-            punch.push(g);
-        }
-        free.push(g);
+    let Space { chunks, free, voided } = sort_space(shards, walk);
+    let mut punch = voided;
+    if recovered {
+        punch.extend(&walk.gaps);
     }
     if !punch.is_empty() {
         for &(off, len) in &punch {
@@ -465,6 +452,37 @@ fn hand_out_space(
         s.set_chunks(c.into_iter().map(|(_, e)| e).collect());
     }
     Ok(())
+}
+
+/// The space a walk found, sorted: each shard's live record chunks (with their sequence
+/// numbers), every free extent, and among them the voided record chunks (which still hold
+/// valid records until they are punched).
+struct Space {
+    chunks: Vec<Vec<(u64, (u64, u64))>>,
+    free: Vec<(u64, u64)>,
+    voided: Vec<(u64, u64)>,
+}
+
+fn sort_space(shards: &[Shard], walk: &recovery::Walk) -> Space {
+    let mut space =
+        Space { chunks: vec![Vec::new(); shards.len()], free: Vec::new(), voided: Vec::new() };
+    let tables: std::collections::HashSet<u64> =
+        shards.iter().filter_map(|s| s.table_ref().map(|t| t.chunk)).collect();
+    for c in &walk.chunks {
+        let ext = (c.off, c.end - c.off);
+        if walk.live(c) {
+            space.chunks[c.shard as usize].push((c.seq, ext));
+        } else if recovery::is_index(c) {
+            if !tables.contains(&c.off) {
+                space.free.push(ext);
+            }
+        } else {
+            space.voided.push(ext);
+            space.free.push(ext);
+        }
+    }
+    space.free.extend(&walk.gaps);
+    space
 }
 
 /// Reads the directory of a cleanly closed file; `None` if anything in it does not check
