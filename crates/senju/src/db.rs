@@ -695,6 +695,14 @@ impl Core {
         if waited {
             self.punch(&unpromised)?;
             pass.freed_unsynced = unpromised.iter().map(|e| e.2).sum();
+            // The tables the copies replaced are past their grace period too: free them now,
+            // not at each shard's next allocation, so the rest of the rebuild (and whatever
+            // writes next) can use their space.
+            for (id, _) in &work {
+                if let Ok(mut w) = self.shards[*id].writer(&self.ctx) {
+                    w.reclaim();
+                }
+            }
         }
         // (1) The copies (and the holes) durable before any commit: a crash from here on
         // leaves the copies in full, after the old chunks.

@@ -537,7 +537,7 @@ impl<'a> ShardWriter<'a> {
     /// stops at the first invalid record), or punched first when much space is free already
     /// (see [`PUNCH_MIN`]): then it costs neither memory nor disk blocks until it is reused.
     /// Best effort: where punching fails the space is reused as it is.
-    fn reclaim(&mut self) {
+    pub(crate) fn reclaim(&mut self) {
         if !self.st.limbo.is_empty() {
             let ctx = self.ctx;
             let st = &mut *self.st;
