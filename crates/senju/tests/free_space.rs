@@ -15,14 +15,19 @@ fn key(i: u64) -> [u8; 8] {
     i.to_le_bytes()
 }
 
+/// A new database file in `dir` holding keys `0..n`, each its own value.
+fn filled(dir: &TempDir, n: u64) -> Db {
+    let db = Db::open(dir.file("a.sj")).unwrap();
+    for i in 0..n {
+        db.set(&key(i), &key(i)).unwrap();
+    }
+    db
+}
+
 #[test]
 fn a_growing_database_leaves_few_holes() {
     let dir = TempDir::new("free-growth");
-    let db = Db::open(dir.file("a.sj")).unwrap();
-    for i in 0..400_000u64 {
-        db.set(&key(i), &key(i)).unwrap();
-    }
-    let s = db.stats().unwrap();
+    let s = filled(&dir, 400_000).stats().unwrap();
     // Records and slots, plus each shard's current record chunk (at most 32 KiB, part empty).
     let bound = s.live_bytes + s.table_slots * 8 + s.shards * (32 << 10);
     // Measured here: a 15.4 MB file with 0.5 MB free. Per-shard free lists left 18.4 MB with
@@ -76,10 +81,7 @@ fn free_space_is_found_again_after_reopening() {
 fn a_rebuild_frees_the_tables_it_replaced_although_a_reader_was_pinned() {
     use std::sync::mpsc::channel;
     let dir = TempDir::new("free-rebuild-pinned");
-    let db = Db::open(dir.file("a.sj")).unwrap();
-    for i in 0..50_000u64 {
-        db.set(&key(i), &key(i)).unwrap();
-    }
+    let db = filled(&dir, 50_000);
     let before = db.stats().unwrap();
     let in_use = before.file_bytes - before.free_bytes;
     let (pinned_tx, pinned_rx) = channel();
