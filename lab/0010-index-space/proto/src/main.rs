@@ -232,7 +232,13 @@ impl Lh {
         self.b[old] = Bucket::default();
         for s in entries.into_iter().filter(|&s| s != 0) {
             let (a, c) = self.cands(slot_tag(s));
-            let to = if a == old || c == old { old } else if self.b[a].used() <= self.b[c].used() { a } else { c };
+            let to = if a == old || c == old {
+                old
+            } else if self.b[a].used() <= self.b[c].used() {
+                a
+            } else {
+                c
+            };
             let free = self.b[to].0.iter().position(|&x| x == 0).expect("a split bucket has room");
             self.b[to].0[free] = s;
         }
@@ -307,7 +313,13 @@ impl Index for Lh {
     }
     fn bytes(&self) -> usize {
         if std::env::var_os("LH_DEBUG").is_some() && self.count > 10_000 {
-            eprintln!("lh: {} keys, {} moves, {} give-ups, load {:.3}", self.count, self.moves, self.giveups, self.count as f64 / (8.0 * self.b.len() as f64));
+            eprintln!(
+                "lh: {} keys, {} moves, {} give-ups, load {:.3}",
+                self.count,
+                self.moves,
+                self.giveups,
+                self.count as f64 / (8.0 * self.b.len() as f64)
+            );
         }
         self.b.len() * 64
     }
@@ -406,12 +418,17 @@ fn main() {
     for r in 0..rounds {
         for (i, (name, make)) in layouts.iter().enumerate() {
             let (t, b) = round(n, make);
-            eprintln!("round {r} {name}: insert {:.0} ns, get in order {:.0} ns, get random {:.0} ns, {b:.2} index bytes/key", t[0], t[1], t[2]);
+            eprintln!(
+                "round {r} {name}: insert {:.0} ns, get in order {:.0} ns, get random {:.0} ns, {b:.2} index bytes/key",
+                t[0], t[1], t[2]
+            );
             res[i].push(t);
             bytes[i] = b;
         }
     }
-    println!("| layout | insert ns (median) | get, insertion order | get, random order | index bytes per key |");
+    println!(
+        "| layout | insert ns (median) | get, insertion order | get, random order | index bytes per key |"
+    );
     println!("|---|---|---|---|---|");
     for (i, (name, _)) in layouts.iter().enumerate() {
         let col = |c: usize| median(res[i].iter().map(|t| t[c]).collect());
