@@ -105,24 +105,19 @@ impl Lp {
     }
 }
 
-impl Index for Lp {
-    fn insert(&mut self, recs: &Records, h: u64, k: u64, off: u64) {
-        if (self.count + 1) * 8 > self.slots.len() * 7 {
-            self.grow();
-        }
+impl Lp {
+    /// The slot holding key `k` (`Ok`), or the empty slot where it would go (`Err`).
+    fn probe(&self, recs: &Records, h: u64, k: u64) -> Result<usize, usize> {
         let n = self.slots.len();
         let tag = h & TAG_MASK;
         let mut p = self.home(tag);
         loop {
             let s = self.slots[p];
             if s == 0 {
-                self.slots[p] = slot(off, h);
-                self.count += 1;
-                return;
+                return Err(p);
             }
             if slot_tag(s) == tag && recs.key_at(slot_off(s)) == k {
-                self.slots[p] = slot(off, h);
-                return;
+                return Ok(p);
             }
             p += 1;
             if p == n {
@@ -130,23 +125,23 @@ impl Index for Lp {
             }
         }
     }
-    fn find(&self, recs: &Records, h: u64, k: u64) -> Option<u64> {
-        let n = self.slots.len();
-        let tag = h & TAG_MASK;
-        let mut p = self.home(tag);
-        loop {
-            let s = self.slots[p];
-            if s == 0 {
-                return None;
-            }
-            if slot_tag(s) == tag && recs.key_at(slot_off(s)) == k {
-                return Some(slot_off(s));
-            }
-            p += 1;
-            if p == n {
-                p = 0;
+}
+
+impl Index for Lp {
+    fn insert(&mut self, recs: &Records, h: u64, k: u64, off: u64) {
+        if (self.count + 1) * 8 > self.slots.len() * 7 {
+            self.grow();
+        }
+        match self.probe(recs, h, k) {
+            Ok(p) => self.slots[p] = slot(off, h),
+            Err(p) => {
+                self.slots[p] = slot(off, h);
+                self.count += 1;
             }
         }
+    }
+    fn find(&self, recs: &Records, h: u64, k: u64) -> Option<u64> {
+        self.probe(recs, h, k).ok().map(|p| slot_off(self.slots[p]))
     }
     fn bytes(&self) -> usize {
         self.slots.len() * 8
