@@ -51,7 +51,7 @@ impl FreeSpace {
         }
         debug_assert!(m.range(start..end).next().is_none(), "extent {off}+{len} freed twice");
         m.insert(start, end - start);
-        // Relaxed: a hint for `take`; the map itself is read under the lock.
+        // Relaxed: a hint for `take_between`; the map itself is read under the lock.
         self.bytes.fetch_add(len, Ordering::Relaxed);
     }
 
