@@ -122,20 +122,12 @@ pub(crate) enum RegionError {
 fn reserve_address_space(want: u64, floor: Option<u64>) -> Result<(*mut u8, u64), RegionError> {
     let mut size = want;
     loop {
-        // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
-        // it overlaps nothing of ours.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base != libc::MAP_FAILED {
-            return Ok((base.cast(), size));
+        // First with room to align the start to a huge page, then without.
+        if let Some(raw) = reserve(size + HUGE_PAGE) {
+            return Ok((align_reservation(raw, size), size));
+        }
+        if let Some(base) = reserve(size) {
+            return Ok((base, size));
         }
         let source = io::Error::last_os_error();
         match floor {
@@ -145,6 +137,50 @@ fn reserve_address_space(want: u64, floor: Option<u64>) -> Result<(*mut u8, u64)
             _ => return Err(RegionError::Reserve { requested: want, source }),
         }
     }
+}
+
+/// A fresh `PROT_NONE` reservation of `size` bytes at an address the kernel picks.
+fn reserve(size: u64) -> Option<*mut u8> {
+    // SAFETY: a new anonymous mapping; it overlaps nothing of ours.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size as usize,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    (base != libc::MAP_FAILED).then_some(base.cast())
+}
+
+/// The size of a huge page (a PMD mapping) on x86-64 and most arm64 kernels.
+const HUGE_PAGE: u64 = 2 << 20;
+
+/// Trims a fresh reservation of `size + HUGE_PAGE` bytes at `raw` to `size` bytes starting at
+/// a multiple of [`HUGE_PAGE`], and returns that start.
+///
+/// Why: file systems with large folios (XFS; ext4 since Linux 6.16) put parts of a file in
+/// the page cache as 2 MiB folios, and the kernel maps such a folio with one page-table
+/// entry (one TLB entry) only where the address and the file offset agree modulo 2 MiB.
+/// Linux 6.7 and later place large anonymous reservations that way by themselves; older
+/// kernels (Debian 12 ships 6.1) do not, and there every lookup would pay 4 KiB TLB entries.
+fn align_reservation(raw: *mut u8, size: u64) -> *mut u8 {
+    let addr = raw as u64;
+    let start = crate::format::align_up(addr, HUGE_PAGE);
+    let head = start - addr;
+    let tail = HUGE_PAGE - head;
+    if head > 0 {
+        // SAFETY: the first `head` bytes of the reservation just made; nothing refers to
+        // them. A failure only leaves address space reserved.
+        unsafe { libc::munmap(raw.cast(), head as usize) };
+    }
+    if tail > 0 {
+        // SAFETY: the last `tail` bytes of it (`head + size + tail` is its length), unused.
+        unsafe { libc::munmap(raw.wrapping_add((head + size) as usize).cast(), tail as usize) };
+    }
+    raw.wrapping_add(head as usize)
 }
 
 impl Region {
@@ -679,5 +715,19 @@ mod tests {
         assert!(unsafe { r.bytes(r.len() - 2, 4) }.is_none());
         assert!(r.atomic_u64s(3, 1).is_none());
         assert!(matches!(r.ensure(65 << 20), Err(GrowError::Full { .. })));
+    }
+
+    #[test]
+    fn reservation_starts_on_a_huge_page() {
+        // Several sizes, so that a kernel that happens to align one of them cannot hide a
+        // broken alignment step.
+        for reserve in [3 << 20, 65 << 20, (1 << 30) + (5 << 20)] {
+            let r = Region::new(memfd(), reserve, false, 0, true).unwrap();
+            assert_eq!(r.base as u64 % HUGE_PAGE, 0, "reservation of {reserve} bytes");
+            assert_eq!(r.reserved(), crate::format::align_up(reserve, GROW_STEP));
+            r.ensure(reserve).unwrap();
+            // SAFETY: single-threaded test; the last byte of the reservation is ours.
+            unsafe { r.write(reserve - 1, b"x").unwrap() };
+        }
     }
 }
