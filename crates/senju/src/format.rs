@@ -506,6 +506,41 @@ pub(crate) const SLOT_HASH_BITS: u32 = 64 - OFFSET_BITS;
 
 #[cfg(test)]
 mod tests {
+    /// The hash is part of the file format (key placement, every checksum): it must stay
+    /// XXH3-64 whatever implements it (a crate update or a switch to another crate). These
+    /// are XXH3-64's outputs (the first is the reference value for the empty input) for
+    /// lengths that cover each of its code paths, on input bytes `i * 31 + 7`.
+    #[test]
+    fn hash_is_xxh3() {
+        const GOLDEN: [(usize, u64, u64); 20] = [
+            (0, 0, 0x2d06_8005_38d3_94c2),
+            (0, 0x9e37_79b9_7f4a_7c15, 0x602b_0e2c_d666_2c8b),
+            (3, 0, 0x15f7_093b_173d_005c),
+            (3, 0x9e37_79b9_7f4a_7c15, 0x079d_d5d5_4d89_480a),
+            (8, 0, 0xdec6_a9a4_3575_982e),
+            (8, 0x9e37_79b9_7f4a_7c15, 0x19ef_7d39_1910_8aff),
+            (16, 0, 0x7e48_4c18_d748_95d0),
+            (16, 0x9e37_79b9_7f4a_7c15, 0xa106_5100_78b0_a252),
+            (21, 0, 0xc0c2_51a7_aaa8_8000),
+            (21, 0x9e37_79b9_7f4a_7c15, 0xa747_b9ba_0c6a_a0b4),
+            (100, 0, 0x8c97_1580_42fb_f926),
+            (100, 0x9e37_79b9_7f4a_7c15, 0xa0f7_9a4c_a977_f3f1),
+            (240, 0, 0xccc7_3751_72c4_1f03),
+            (240, 0x9e37_79b9_7f4a_7c15, 0x2d88_2e78_99ff_64cc),
+            (241, 0, 0x0b3b_6309_48ce_4a00),
+            (241, 0x9e37_79b9_7f4a_7c15, 0x422e_82e8_913e_49e0),
+            (1000, 0, 0x9897_65d0_ea7a_5ecd),
+            (1000, 0x9e37_79b9_7f4a_7c15, 0x75b5_719d_9f31_a6a2),
+            (65536, 0, 0xcf18_8822_0487_98b0),
+            (65536, 0x9e37_79b9_7f4a_7c15, 0x4581_b458_cbf3_2717),
+        ];
+        for (len, seed, want) in GOLDEN {
+            let input: Vec<u8> = (0..len as u32).map(|i| (i * 31 + 7) as u8).collect();
+            assert_eq!(super::key_hash(&input, seed), want, "len {len}, seed {seed:#x}");
+            assert_eq!(super::checksum(&input, seed), want as u32, "len {len}, seed {seed:#x}");
+        }
+    }
+
     use super::*;
 
     #[test]
