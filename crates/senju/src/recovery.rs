@@ -59,7 +59,8 @@ impl Walk {
 /// Walks `data_start..file_len` by chunk headers (read with `pread`, so the walk adds
 /// nothing to the process's resident memory). Space after `end` holds no valid chunk
 /// header; the caller cuts it off before writing, so stale bytes there can never be read as
-/// records.
+/// records. (The memory engine's map is anonymous memory, not its file: it is walked only
+/// at open, when both are empty.)
 pub(crate) fn walk(ctx: &Ctx, shards: usize, data_start: u64, file_len: u64) -> Walk {
     walk_file(ctx.region.file(), ctx.salt, shards, data_start, file_len)
 }
