@@ -141,10 +141,18 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Compacts the file: drops overwritten and removed records, resizes the index.
-    #[command(after_help = "Example:\n  senju rebuild casket.sj")]
+    #[command(after_help = "By default the live records are copied into a fresh file beside \
+        the database (PATH.rebuild-PID), which then replaces it: the file ends as short as its \
+        data, and the copy needs that much free disk space while it runs. --in-place rebuilds \
+        inside the file instead: it needs no room for a copy, but the file does not get \
+        shorter (the space it frees is reused by later writes).\n\nExamples:\n  senju \
+        rebuild casket.sj\n  senju rebuild casket.sj --in-place")]
     Rebuild {
         /// The database file.
         path: PathBuf,
+        /// Rebuilds inside the file (no copy; the file keeps its length).
+        #[arg(long)]
+        in_place: bool,
     },
     /// Imports records from a TSV or JSON Lines file (creating the database if needed).
     #[command(after_help = "FILE `-` reads standard input. The format comes from --format, \

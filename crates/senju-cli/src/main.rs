@@ -138,7 +138,7 @@ fn main() -> ExitCode {
             ops::list(&path, prefix.as_deref(), limit, keys, json)
         }
         Command::Stats { path, json } => ops::stats(&path, json),
-        Command::Rebuild { path } => ops::rebuild(&path),
+        Command::Rebuild { path, in_place } => ops::rebuild(&path, in_place),
         Command::Import { path, file, format, truncate } => {
             transfer::import(&path, &file, format, truncate)
         }

@@ -210,25 +210,117 @@ pub(crate) fn stats(path: &Path, as_json: bool) -> Result<(), String> {
     close(db)
 }
 
-/// `senju rebuild`.
-pub(crate) fn rebuild(path: &Path) -> Result<(), String> {
+/// `senju rebuild`: copies the live records into a fresh file beside the database and puts it
+/// in the database's place (the default), or rebuilds in place with `Db::rebuild`
+/// (`in_place`).
+///
+/// Why a copy by default: an in-place rebuild writes its copies before the old space is
+/// free, so it cannot shorten the file (a compact 10M-record file grew from 322 MB to 552 MB,
+/// most of it holes). The copy is as short as its data, with each shard's index sized once
+/// for its records; it needs free disk space for that copy while it runs, where
+/// `--in-place` needs none.
+pub(crate) fn rebuild(path: &Path, in_place: bool) -> Result<(), String> {
     let db = open_write(path, false)?;
     let before = db.stats().map_err(|e| e.to_string())?;
-    // A bar over the shards copied (drawn only when standard error is a terminal).
-    let bar = crate::progress::Progress::new("rebuild", before.shards);
-    db.rebuild_with_progress(|done, _| bar.tick(done)).map_err(|e| e.to_string())?;
-    bar.finish();
-    let after = db.stats().map_err(|e| e.to_string())?;
+    // The copy has no dead records by construction.
+    let dead_after = if in_place {
+        // A bar over the shards copied (drawn only when standard error is a terminal).
+        let bar = crate::progress::Progress::new("rebuild", before.shards);
+        db.rebuild_with_progress(|done, _| bar.tick(done)).map_err(|e| e.to_string())?;
+        bar.finish();
+        db.stats().map_err(|e| e.to_string())?.dead_bytes
+    } else {
+        rebuild_by_copy(path, &db, &before)?;
+        0
+    };
+    let records = db.len();
     close(db)?;
     let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     outln!(
         "rebuilt {}: {} records; dead bytes {} -> {}; file size {} -> {} bytes",
         path.display(),
-        after.records,
+        records,
         before.dead_bytes,
-        after.dead_bytes,
+        dead_after,
         before.file_bytes,
         file_len
     );
     Ok(())
+}
+
+/// Writes every record of `db` (open for writing, so no other process changes it) to
+/// `PATH.rebuild-PID`, closes that copy (a hard sync), checks its count, and renames it over
+/// `path` while `db` still holds the lock. On any error the copy is removed and the
+/// database is left as it was.
+fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), String> {
+    let tmp = crate::repair::with_suffix(path, &format!(".rebuild-{}", std::process::id()));
+    let copied = copy_records(db, before, &tmp).and_then(|n| {
+        if n == before.records {
+            Ok(())
+        } else {
+            Err(format!("the copy holds {n} records where the database has {}", before.records))
+        }
+    });
+    let renamed = copied.and_then(|()| {
+        std::fs::rename(&tmp, path)
+            .map_err(|e| format!("cannot put the copy {} in place: {e}", tmp.display()))
+    });
+    if let Err(e) = renamed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "cannot rebuild {}: {e}; the database is unchanged{}",
+            path.display(),
+            if e.contains("No space") {
+                " (`senju rebuild --in-place` needs no room for a copy)"
+            } else {
+                ""
+            }
+        ));
+    }
+    // Make the rename itself durable (best effort: some file systems refuse to sync a
+    // directory).
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Copies the records into a new database at `to`; returns how many it copied.
+fn copy_records(db: &Db, before: &senju::Stats, to: &Path) -> Result<u64, String> {
+    // Room for every record plus a little, so that no shard whose share runs above the
+    // average has to grow its table (which would leave it a third empty).
+    let hint = before.records + before.records / 32 + 64 * before.shards;
+    let copy = Db::builder()
+        .shards(u32::try_from(before.shards).map_err(|_| "too many shards".to_owned())?)
+        .capacity_hint(hint)
+        .auto_rebuild(None)
+        .truncate(true)
+        .open(to)
+        .map_err(|e| open_error(to, e))?;
+    let bar = crate::progress::Progress::new("rebuild", before.records);
+    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(1024);
+    let mut copied = 0;
+    let write = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+        copy.set_many(batch).map_err(|e| format!("writing the copy {}: {e}", to.display()))?;
+        batch.clear();
+        Ok::<_, String>(())
+    };
+    for item in db.iter() {
+        batch.push(item.map_err(|e| e.to_string())?);
+        if batch.len() == batch.capacity() {
+            write(&mut batch)?;
+            copied += batch.capacity() as u64;
+            bar.tick(copied);
+        }
+    }
+    copied += batch.len() as u64;
+    write(&mut batch)?;
+    bar.finish();
+    let held = copy.len();
+    copy.close().map_err(|e| format!("closing the copy {}: {e}", to.display()))?;
+    if held != copied {
+        return Err(format!("the copy holds {held} records after {copied} were written"));
+    }
+    Ok(copied)
 }

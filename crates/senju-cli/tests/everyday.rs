@@ -348,3 +348,50 @@ fn help_has_examples_and_completions_exist() {
         assert!(script.contains("senju") && script.contains("import"), "{shell}");
     }
 }
+
+/// `rebuild` copies the live records into a fresh file that replaces the database: the file
+/// gets shorter, every record is still there, nothing is left beside it; `--in-place`
+/// rebuilds inside the file instead.
+#[test]
+fn rebuild_compacts_by_copy_or_in_place() {
+    let d = Dir::new("rebuild");
+    let db = d.file("r.sj");
+    {
+        let h = senju::Db::open(&db).unwrap();
+        for round in 0..4u8 {
+            for i in 0..5000u32 {
+                h.set(format!("key{i}").as_bytes(), &[round; 200]).unwrap();
+            }
+        }
+        for i in (0..5000u32).step_by(3) {
+            h.remove(format!("key{i}").as_bytes()).unwrap();
+        }
+        h.close().unwrap();
+    }
+    let before = run(&["export", &db, "-", "--sort"]);
+    let size = |p: &str| std::fs::metadata(p).unwrap().len();
+    let (len_before, stats_before) = (size(&db), json(&run(&["stats", &db, "--json"])));
+    assert!(stats_before["dead_bytes"].as_u64().unwrap() > 3 * 5000 * 200);
+
+    let r = run(&["rebuild", &db]);
+    assert!(r.starts_with("rebuilt ") && r.contains("3333 records") && r.contains("-> 0;"), "{r}");
+    assert_eq!(run(&["export", &db, "-", "--sort"]), before);
+    assert!(size(&db) * 3 < len_before, "{} bytes, {len_before} before", size(&db));
+    let s = json(&run(&["stats", &db, "--json"]));
+    assert_eq!((s["records"].as_u64(), s["dead_bytes"].as_u64()), (Some(3333), Some(0)));
+    assert!(run(&["check", &db]).contains("OK"));
+    let names: Vec<_> = std::fs::read_dir(&d.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["r.sj"], "only the database is left");
+
+    // In place: overwrite once more, rebuild inside the file.
+    {
+        let h = senju::Db::open(&db).unwrap();
+        for i in (1..5000u32).filter(|i| i % 3 != 0) {
+            h.set(format!("key{i}").as_bytes(), &[3; 200]).unwrap();
+        }
+        h.close().unwrap();
+    }
+    let r = run(&["rebuild", &db, "--in-place"]);
+    assert!(r.contains("3333 records") && r.contains("-> 0;"), "{r}");
+    assert_eq!(run(&["export", &db, "-", "--sort"]), before);
+}
