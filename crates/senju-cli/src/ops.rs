@@ -262,6 +262,7 @@ fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), St
         }
     });
     let renamed = copied.and_then(|()| {
+        keep_owner_and_mode(path, &tmp)?;
         std::fs::rename(&tmp, path)
             .map_err(|e| format!("cannot put the copy {} in place: {e}", tmp.display()))
     });
@@ -282,6 +283,26 @@ fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), St
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Gives the copy `to` the permissions of `from` and, where this process may, its owner and
+/// group, so that replacing the database changes who may open it in no way.
+fn keep_owner_and_mode(from: &Path, to: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    std::fs::set_permissions(to, m.permissions())
+        .map_err(|e| format!("cannot set the permissions of the copy {}: {e}", to.display()))?;
+    let (uid, gid) = (m.uid(), m.gid());
+    let mine = std::fs::metadata(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    if (mine.uid(), mine.gid()) != (uid, gid) {
+        std::os::unix::fs::chown(to, Some(uid), Some(gid)).map_err(|e| {
+            format!(
+                "cannot give the copy {} the owner {uid}:{gid} of the database: {e}",
+                to.display()
+            )
+        })?;
     }
     Ok(())
 }

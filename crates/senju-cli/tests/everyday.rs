@@ -368,6 +368,9 @@ fn rebuild_compacts_by_copy_or_in_place() {
         }
         h.close().unwrap();
     }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mode = |p: &str| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let before = run(&["export", &db, "-", "--sort"]);
     let size = |p: &str| std::fs::metadata(p).unwrap().len();
     let (len_before, stats_before) = (size(&db), json(&run(&["stats", &db, "--json"])));
@@ -380,6 +383,7 @@ fn rebuild_compacts_by_copy_or_in_place() {
     let s = json(&run(&["stats", &db, "--json"]));
     assert_eq!((s["records"].as_u64(), s["dead_bytes"].as_u64()), (Some(3333), Some(0)));
     assert!(run(&["check", &db]).contains("OK"));
+    assert_eq!(mode(&db), 0o640, "the copy keeps the database's permissions");
     let names: Vec<_> = std::fs::read_dir(&d.0).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, ["r.sj"], "only the database is left");
 
