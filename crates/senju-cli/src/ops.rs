@@ -319,23 +319,31 @@ fn copy_records(db: &Db, before: &senju::Stats, to: &Path) -> Result<u64, String
         .truncate(true)
         .open(to)
         .map_err(|e| open_error(to, e))?;
+    // Records go over in batches of at most 1024 records or 16 MiB (values may be large).
+    const BATCH_RECORDS: usize = 1024;
+    const BATCH_BYTES: usize = 16 << 20;
     let bar = crate::progress::Progress::new("rebuild", before.records);
-    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(1024);
-    let mut copied = 0;
-    let write = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(BATCH_RECORDS);
+    let (mut bytes, mut copied) = (0, 0u64);
+    let mut write = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+        if batch.is_empty() {
+            return Ok(());
+        }
         copy.set_many(batch).map_err(|e| format!("writing the copy {}: {e}", to.display()))?;
+        copied += batch.len() as u64;
         batch.clear();
+        bar.tick(copied);
         Ok::<_, String>(())
     };
     for item in db.iter() {
-        batch.push(item.map_err(|e| e.to_string())?);
-        if batch.len() == batch.capacity() {
+        let (k, v) = item.map_err(|e| e.to_string())?;
+        bytes += k.len() + v.len();
+        batch.push((k, v));
+        if batch.len() == BATCH_RECORDS || bytes >= BATCH_BYTES {
             write(&mut batch)?;
-            copied += batch.capacity() as u64;
-            bar.tick(copied);
+            bytes = 0;
         }
     }
-    copied += batch.len() as u64;
     write(&mut batch)?;
     bar.finish();
     let held = copy.len();
