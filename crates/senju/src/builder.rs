@@ -324,7 +324,7 @@ fn open_file(
     let region = Region::new(file, max_size, options.max_size.is_none(), fixed_len, true)
         .map_err(|e| region_err(e, &shown))?;
     // A database file allocates its blocks as it grows; the memory engine moves to anonymous
-    // memory (2 MiB pages where the kernel allows; `Region::anonymous`).
+    // memory (`Region::anonymous`).
     let region = match path {
         Some(_) => region.preallocating(),
         None => region.anonymous().map_err(io_err)?,

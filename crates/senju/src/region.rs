@@ -3,8 +3,8 @@
 //! A [`Region`] reserves a large range of virtual addresses once (`PROT_NONE`, no memory
 //! committed) and maps the file over the start of it with `MAP_SHARED | MAP_FIXED`
 //! (`MAP_PRIVATE` for a read-only open; private anonymous memory for the memory engine,
-//! see [`Region::anonymous`]). When the file grows, the new part is mapped right after the old one, in place: the base address
-//! never moves, so offsets and references into the map stay valid and readers take no lock.
+//! see [`Region::anonymous`]). When the file grows, the new part is mapped right after the
+//! old one, in place: the base address never moves, so offsets and references into the map stay valid and readers take no lock.
 //! Growth is serialized by a mutex that only growing threads take.
 //!
 //! Every access is bounds-checked against the mapped length and returns `None` when out of
@@ -145,18 +145,34 @@ fn reserve_address_space(want: u64, floor: Option<u64>) -> Result<(*mut u8, u64)
 
 /// A fresh `PROT_NONE` reservation of `size` bytes at an address the kernel picks.
 fn reserve(size: u64) -> Option<*mut u8> {
-    // SAFETY: a new anonymous mapping; it overlaps nothing of ours.
-    let base = unsafe {
+    // SAFETY: no address is given, so the kernel picks one that overlaps nothing of ours.
+    let base = unsafe { map_anonymous(std::ptr::null_mut(), size, libc::PROT_NONE, 0) };
+    (base != libc::MAP_FAILED).then_some(base.cast())
+}
+
+/// `mmap` of `size` bytes of private anonymous memory (never charged ahead:
+/// `MAP_NORESERVE`) at `at` (null: anywhere) with `prot` and `flags` added.
+///
+/// # Safety
+///
+/// With `MAP_FIXED` in `flags`, `at..at + size` must be ours and nothing may refer to it.
+unsafe fn map_anonymous(
+    at: *mut u8,
+    size: u64,
+    prot: libc::c_int,
+    flags: libc::c_int,
+) -> *mut libc::c_void {
+    // SAFETY: the caller's contract.
+    unsafe {
         libc::mmap(
-            std::ptr::null_mut(),
+            at.cast(),
             size as usize,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
             -1,
             0,
         )
-    };
-    (base != libc::MAP_FAILED).then_some(base.cast())
+    }
 }
 
 /// The size of a huge page (a PMD mapping) on x86-64 and most arm64 kernels.
@@ -277,13 +293,11 @@ impl Region {
             // pages of ours, none of which is referenced (they are past the mapped length,
             // or the region is not shared yet).
             let p = unsafe {
-                libc::mmap(
-                    self.at(from).cast(),
-                    (to - from) as usize,
+                map_anonymous(
+                    self.at(from),
+                    to - from,
                     libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                    -1,
-                    0,
+                    libc::MAP_FIXED,
                 )
             };
             if p == libc::MAP_FAILED {
@@ -684,14 +698,13 @@ impl Region {
     /// Makes every write so far durable (`hard`: waits for the device) or starts writing it
     /// back (`!hard`).
     pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {
+        if hard {
+            self.hard_sync_starts();
+        }
         if self.anonymous {
-            if hard {
-                self.hard_sync_starts();
-            }
             return Ok(());
         }
         if hard {
-            self.hard_sync_starts();
             // fdatasync writes back the page cache pages of this file, including those
             // dirtied through MAP_SHARED mappings, and the file size.
             // SAFETY: a plain syscall on our own descriptor.
