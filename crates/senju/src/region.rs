@@ -4,7 +4,8 @@
 //! committed) and maps the file over the start of it with `MAP_SHARED | MAP_FIXED`
 //! (`MAP_PRIVATE` for a read-only open; private anonymous memory for the memory engine,
 //! see [`Region::anonymous`]). When the file grows, the new part is mapped right after the
-//! old one, in place: the base address never moves, so offsets and references into the map stay valid and readers take no lock.
+//! old one, in place: the base address never moves, so offsets and references into the map
+//! stay valid and readers take no lock.
 //! Growth is serialized by a mutex that only growing threads take.
 //!
 //! Every access is bounds-checked against the mapped length and returns `None` when out of
