@@ -735,9 +735,10 @@ impl Core {
         Ok(pass)
     }
 
-    /// Punches `(shard, offset, length)` extents to zeros, as one hole per run of adjacent
-    /// extents (of any of the shards), not one per extent: each punch locks the file against
-    /// page faults and shoots down the map's TLB entries.
+    /// Zeroes `(shard, offset, length)` extents ([`Region::zero_range`]: their blocks stay
+    /// allocated for reuse), one call per run of adjacent extents (of any of the shards), not
+    /// one per extent: each call locks the file against page faults and shoots down the map's
+    /// TLB entries.
     fn punch(&self, extents: &[(usize, u64, u64)]) -> Result<()> {
         let mut old: Vec<(u64, u64)> = extents.iter().map(|&(_, off, len)| (off, len)).collect();
         old.sort_unstable();
@@ -749,9 +750,11 @@ impl Core {
             }
         }
         for (off, len) in runs {
-            // SAFETY: the caller passes chunks no table names any more (since the tables were
-            // swapped), after the grace period of every reader that could still read them.
-            unsafe { self.ctx.region.punch_hole(off, len)? };
+            // Zeroed, not punched: the space goes to the free space for reuse (`close` punches
+            // what is still free then). SAFETY: the caller passes chunks no table names any
+            // more (since the tables were swapped), after the grace period of every reader
+            // that could still read them.
+            unsafe { self.ctx.region.zero_range(off, len)? };
         }
         Ok(())
     }

@@ -564,6 +564,44 @@ impl Region {
         Ok(())
     }
 
+    /// Makes `off..off + len` read as zeros, keeping the file's blocks allocated
+    /// (`FALLOC_FL_ZERO_RANGE`; a hole is punched where the file system cannot do that). For
+    /// space about to be reused: freeing blocks costs a discard on file systems mounted with
+    /// `discard`, synchronous, with the file's invalidate lock held, so every page fault of
+    /// the writers waits behind it; and the next write into the space would allocate the
+    /// blocks again.
+    ///
+    /// Returns whether the blocks were kept (`false`: anonymous memory, or a hole).
+    ///
+    /// # Safety
+    ///
+    /// As for `punch_hole`.
+    pub(crate) unsafe fn zero_range(&self, off: u64, len: u64) -> io::Result<bool> {
+        if self.anonymous {
+            // SAFETY: the caller's contract (no reference into the range lives).
+            return unsafe { self.discard(off, len) }.map(|()| false);
+        }
+        // SAFETY: as in `punch_hole`.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        match io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                // SAFETY: the caller's contract.
+                unsafe { self.punch_hole(off, len) }.map(|()| false)
+            }
+            e => Err(e),
+        }
+    }
+
     /// [`punch_hole`](Region::punch_hole) for anonymous memory: the whole pages of the range
     /// go back to the kernel (`MADV_DONTNEED`: they read as zeros afterwards), the partial
     /// pages at its ends are zeroed in place.
@@ -833,6 +871,48 @@ mod tests {
         assert!(unsafe { r.bytes(r.len() - 2, 4) }.is_none());
         assert!(r.atomic_u64s(3, 1).is_none());
         assert!(matches!(r.ensure(65 << 20), Err(GrowError::Full { .. })));
+    }
+
+    /// Zeroing a range of a file: it reads as zeros through the map (partial pages at its
+    /// ends included), its neighbours keep their bytes, and where the file system zeroes
+    /// ranges the blocks stay allocated (a memfd has no zero range: the fallback punches,
+    /// which reads the same).
+    #[test]
+    fn zero_range_reads_zeros_and_keeps_blocks() {
+        let path = std::env::temp_dir().join(format!("senju-zero-range-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        for file in [file, memfd()] {
+            let len = 64 * 4096;
+            file.set_len(len).unwrap();
+            let r = Region::new(file, 64 << 20, false, len, true).unwrap();
+            let pattern: Vec<u8> = (0..len as u32).map(|i| (i % 251) as u8 | 1).collect();
+            // SAFETY: single-threaded test.
+            unsafe { r.write(0, &pattern).unwrap() };
+            r.sync(true).unwrap();
+            let blocks =
+                |r: &Region| std::os::unix::fs::MetadataExt::blocks(&r.file().metadata().unwrap());
+            let before = blocks(&r);
+            let (off, len) = (4000u64, 16 * 4096 + 1000);
+            // SAFETY: single-threaded test; no reference into the range lives.
+            let kept = unsafe { r.zero_range(off, len).unwrap() };
+            // SAFETY: single-threaded test.
+            let all = unsafe { r.bytes(0, pattern.len()) }.unwrap();
+            for (i, (&got, &was)) in all.iter().zip(&pattern).enumerate() {
+                let inside = (off..off + len).contains(&(i as u64));
+                assert_eq!(got, if inside { 0 } else { was }, "byte {i}");
+            }
+            let after = blocks(&r);
+            if kept {
+                assert_eq!(after, before, "zeroing freed blocks");
+            }
+        }
     }
 
     /// The memory engine's map: the bytes survive the move to anonymous memory, growth
