@@ -548,12 +548,24 @@ impl Region {
             // SAFETY: the caller's contract (no reference into the range lives).
             return unsafe { self.discard(off, len) };
         }
-        // SAFETY: a plain syscall on our own descriptor; the caller guarantees nobody reads
-        // the range, whose mapped pages now read as zeros.
+        // SAFETY: the caller guarantees nobody reads the range, whose mapped pages now read
+        // as zeros.
+        unsafe { self.fallocate(libc::FALLOC_FL_PUNCH_HOLE, off, len) }
+    }
+
+    /// `fallocate(mode | FALLOC_FL_KEEP_SIZE)` on the file.
+    ///
+    /// # Safety
+    ///
+    /// For modes that change what the range reads (punch, zero): no reference into the range
+    /// may live.
+    unsafe fn fallocate(&self, mode: libc::c_int, off: u64, len: u64) -> io::Result<()> {
+        // SAFETY: a plain syscall on our own descriptor (the caller's contract covers the
+        // mapped pages it changes).
         let rc = unsafe {
             libc::fallocate(
                 self.file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                mode | libc::FALLOC_FL_KEEP_SIZE,
                 off as libc::off_t,
                 len as libc::off_t,
             )
@@ -581,24 +593,14 @@ impl Region {
             // SAFETY: the caller's contract (no reference into the range lives).
             return unsafe { self.discard(off, len) }.map(|()| false);
         }
-        // SAFETY: as in `punch_hole`.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
-                off as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if rc == 0 {
-            return Ok(true);
-        }
-        match io::Error::last_os_error() {
-            e if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract (no reference into the range lives).
+        match unsafe { self.fallocate(libc::FALLOC_FL_ZERO_RANGE, off, len) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                // SAFETY: as above.
                 unsafe { self.punch_hole(off, len) }.map(|()| false)
             }
-            e => Err(e),
+            Err(e) => Err(e),
         }
     }
 
