@@ -457,9 +457,11 @@ impl<'a> ShardWriter<'a> {
                 .region
                 .atomic_u8(off)
                 .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })?;
-            // Relaxed: the byte is read by replay (after a crash) and by readers who only
-            // need its kind bits, which do not change.
-            first.fetch_or(KILLED, Ordering::Relaxed);
+            // A load and a store, not a read-modify-write (whose lock prefix waits for every
+            // earlier store to drain): only the shard lock's holder writes this byte. Relaxed:
+            // the byte is read by replay (after a crash) and by readers who only need its kind
+            // bits, which do not change.
+            first.store(first.load(Ordering::Relaxed) | KILLED, Ordering::Relaxed);
             self.index_delete(p, 0)?;
             return Ok(true);
         }
