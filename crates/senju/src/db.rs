@@ -633,11 +633,11 @@ impl Core {
     /// The steps, each shard's old chunks split by whether a hard sync has promised them
     /// (`RecordChunk::born` against the sync generation read after the copies):
     /// 1. copy every chosen shard's live records and swap in its new table;
-    /// 2. wait out the readers, punch the unpromised old chunks, sync (`fsync`: the copies
-    ///    and the holes), and free them. A crash before (3) is durable leaves every promised
+    /// 2. wait out the readers, zero the unpromised old chunks, sync (`fsync`: the copies
+    ///    and the zeros), and free them. A crash before (3) is durable leaves every promised
     ///    record in the promised chunks, and loses at most records no sync had promised;
     /// 3. commit (each copy's first header voids the shard's older chunks) and sync hard;
-    /// 4. punch the promised old chunks, sync, and free them.
+    /// 4. zero the promised old chunks, sync, and free them.
     fn rebuild(
         &self,
         pick: impl Fn(&ShardWriter<'_>) -> bool,
@@ -669,8 +669,9 @@ impl Core {
         // Old chunks that no hard sync has promised (none started since they were begun,
         // read after every copy was written) hold only records a crash may lose anyway, and
         // their live records are in the copies: they can be freed before anything is synced.
-        // Under heavy churn they are most of the dead data, and punching them while their
-        // pages are still dirty spares the syncs below from writing them back at all.
+        // Under heavy churn they are most of the dead data, and zeroing them while their
+        // pages are still dirty (which drops the pages) spares the syncs below from writing
+        // them back at all.
         let generation = self.ctx.region.sync_generation();
         let mut unpromised = Vec::new();
         let mut promised = Vec::new();
@@ -693,7 +694,7 @@ impl Core {
             std::thread::yield_now();
         }
         if waited {
-            self.punch(&unpromised)?;
+            self.zero(&unpromised)?;
             pass.freed_unsynced = unpromised.iter().map(|e| e.2).sum();
             // The tables the copies replaced are past their grace period too: free them now,
             // not at each shard's next allocation, so the rest of the rebuild (and whatever
@@ -725,7 +726,7 @@ impl Core {
         // (3) The promised chunks, void on disk since (2): zero them, and make the zeros
         // durable before any new record lands there.
         if !promised.is_empty() {
-            self.punch(&promised)?;
+            self.zero(&promised)?;
             if file {
                 self.ctx.region.sync_all()?;
             }
@@ -739,7 +740,7 @@ impl Core {
     /// allocated for reuse), one call per run of adjacent extents (of any of the shards), not
     /// one per extent: each call locks the file against page faults and shoots down the map's
     /// TLB entries.
-    fn punch(&self, extents: &[(usize, u64, u64)]) -> Result<()> {
+    fn zero(&self, extents: &[(usize, u64, u64)]) -> Result<()> {
         let mut old: Vec<(u64, u64)> = extents.iter().map(|&(_, off, len)| (off, len)).collect();
         old.sort_unstable();
         let mut runs: Vec<(u64, u64)> = Vec::new();
@@ -759,7 +760,7 @@ impl Core {
         Ok(())
     }
 
-    /// Hands punched `(shard, offset, length)` extents, durably zero, to the free space.
+    /// Hands zeroed `(shard, offset, length)` extents, durably zero, to the free space.
     fn free(&self, extents: &[(usize, u64, u64)]) {
         for &(_, off, len) in extents {
             self.ctx.free.add(off, len);
