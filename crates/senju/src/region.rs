@@ -589,19 +589,16 @@ impl Region {
     ///
     /// As for `punch_hole`.
     pub(crate) unsafe fn zero_range(&self, off: u64, len: u64) -> io::Result<bool> {
-        if self.anonymous {
+        if !self.anonymous {
             // SAFETY: the caller's contract (no reference into the range lives).
-            return unsafe { self.discard(off, len) }.map(|()| false);
-        }
-        // SAFETY: the caller's contract (no reference into the range lives).
-        match unsafe { self.fallocate(libc::FALLOC_FL_ZERO_RANGE, off, len) } {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                // SAFETY: as above.
-                unsafe { self.punch_hole(off, len) }.map(|()| false)
+            match unsafe { self.fallocate(libc::FALLOC_FL_ZERO_RANGE, off, len) } {
+                Ok(()) => return Ok(true),
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+        // SAFETY: as above (for anonymous memory this discards the range).
+        unsafe { self.punch_hole(off, len) }.map(|()| false)
     }
 
     /// [`punch_hole`](Region::punch_hole) for anonymous memory: the whole pages of the range
