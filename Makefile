@@ -62,14 +62,14 @@ smoke:
 	$(BIN)/senju stats $(BIN)/smoke-cli/b.sj --json
 	$(BIN)/senju-allocbench --quick --threads 1,2
 
-## The Python binding: build its abi3 wheel, install it into the venv of scripts/setup.sh, run
+## The Python binding: build its wheel (for the venv's CPython), install it into the venv of scripts/setup.sh, run
 ## the pytest suite, `mypy --strict` on a sample that uses the whole API, and a benchmark smoke run.
 PYENV := $(CURDIR)/target/pyenv
 PY_TARGET := $(CURDIR)/target/py
 python: setup
 	rm -f $(PY_TARGET)/wheels/senju-*.whl
 	cd bindings/python && PATH=$(PYENV)/bin:$$PATH CARGO_TARGET_DIR=$(PY_TARGET) \
-	  maturin build --release -q -o $(PY_TARGET)/wheels
+	  maturin build --release -q -i $(PYENV)/bin/python -o $(PY_TARGET)/wheels
 	$(PYENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PY_TARGET)/wheels/senju-*.whl
 	cd bindings/python && $(PYENV)/bin/python -m pytest -q -p no:cacheprovider tests
 	cd bindings/python && $(PYENV)/bin/mypy --strict --cache-dir $(PY_TARGET)/mypy-cache tests/typing_sample.py python/senju

@@ -16,11 +16,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "run.sh: installing ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-rm -f target/py/wheels/senju-*.whl
-(cd bindings/python && PATH=$root/target/pyenv/bin:$PATH CARGO_TARGET_DIR=$root/target/py \
-  maturin build --release -q -o "$root/target/py/wheels")
 venv=target/pybench
 [ -x $venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages $venv
+# The wheel is built for this interpreter (it is not an abi3 wheel).
+rm -f target/py/wheels/senju-*.whl
+(cd bindings/python && PATH=$root/target/pyenv/bin:$PATH CARGO_TARGET_DIR=$root/target/py \
+  maturin build --release -q -i /usr/bin/python3 -o "$root/target/py/wheels")
 $venv/bin/pip install -q --disable-pip-version-check lmdb
 $venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/py/wheels/senju-*.whl
 out=lab/0003-python-threads/out

@@ -169,8 +169,26 @@ impl PyDb {
     }
 }
 
+/// One pair given to `set_many`.
+enum Pair<'py> {
+    /// A 2-tuple, kept whole: its items are borrowed through it (a tuple is immutable, so
+    /// they live as long as it does), which saves a reference count on each.
+    Tuple(Bound<'py, PyTuple>),
+    /// The two items of any other iterable of length 2 (a list of two, say).
+    Parts([Bound<'py, PyAny>; 2]),
+}
+
+impl<'py> Pair<'py> {
+    fn items(&self) -> &[Bound<'py, PyAny>] {
+        match self {
+            Pair::Tuple(t) => t.as_slice(),
+            Pair::Parts(p) => p,
+        }
+    }
+}
+
 /// `(key, value)` pairs from a mapping (its `items()`) or an iterable of pairs.
-fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
     let py = obj.py();
     let items = if obj.hasattr(pyo3::intern!(py, "items"))? {
         obj.call_method0(pyo3::intern!(py, "items"))?
@@ -178,25 +196,38 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bo
         obj.clone()
     };
     let mut out = Vec::with_capacity(items.len().unwrap_or(0));
-    for (i, item) in items.try_iter()?.enumerate() {
-        let item = item?;
-        if let Ok(t) = item.cast::<PyTuple>()
-            && t.len() == 2
-        {
-            out.push((t.get_item(0)?, t.get_item(1)?));
-            continue;
+    if let Ok(list) = items.cast::<PyList>() {
+        for (i, item) in list.iter().enumerate() {
+            push_pair(&mut out, i, item)?;
         }
-        let parts = convert::collect(&item).ok().filter(|p| p.len() == 2);
-        let Some([k, v]) = parts.and_then(|p| <[_; 2]>::try_from(p).ok()) else {
-            let name = item.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-            return Err(PyTypeError::new_err(format!(
-                "set_many takes a mapping or an iterable of (key, value) pairs; item {i} is a \
-                 {name}, not a pair"
-            )));
-        };
-        out.push((k, v));
+    } else {
+        for (i, item) in items.try_iter()?.enumerate() {
+            push_pair(&mut out, i, item?)?;
+        }
     }
     Ok(out)
+}
+
+/// Appends item `i` of `set_many`'s argument to `out` as a pair, or fails if it is none.
+fn push_pair<'py>(out: &mut Vec<Pair<'py>>, i: usize, item: Bound<'py, PyAny>) -> PyResult<()> {
+    let item = match item.cast_into::<PyTuple>() {
+        Ok(t) if t.len() == 2 => {
+            out.push(Pair::Tuple(t));
+            return Ok(());
+        }
+        Ok(t) => t.into_any(),
+        Err(e) => e.into_inner(),
+    };
+    let parts = convert::collect(&item).ok().filter(|p| p.len() == 2);
+    let Some(parts) = parts.and_then(|p| <[_; 2]>::try_from(p).ok()) else {
+        let name = item.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        return Err(PyTypeError::new_err(format!(
+            "set_many takes a mapping or an iterable of (key, value) pairs; item {i} is a \
+             {name}, not a pair"
+        )));
+    };
+    out.push(Pair::Parts(parts));
+    Ok(())
 }
 
 #[pymethods]
@@ -434,7 +465,10 @@ impl PyDb {
         let objs = pairs_of(pairs)?;
         let ps = objs
             .iter()
-            .map(|(k, v)| Ok((convert::arg(k, "key")?, convert::arg(v, "value")?)))
+            .map(|p| {
+                let [k, v] = p.items() else { unreachable!("a pair has two items") };
+                Ok((convert::arg(k, "key")?, convert::arg(v, "value")?))
+            })
             .collect::<PyResult<Vec<(Arg<'_>, Arg<'_>)>>>()?;
         let db = &self.inner.db;
         Gil::run(py, self.inner.gil.releases_long(), || db.set_many(&ps))

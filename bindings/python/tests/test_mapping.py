@@ -199,6 +199,28 @@ def test_wrong_types_raise_type_error_naming_the_type(db: senju.Db, bad: object)
     assert b"k" not in db
 
 
+def test_set_many_takes_every_shape_of_pair(db: senju.Db) -> None:
+    Pair = collections.namedtuple("Pair", "key value")
+    pairs = [(b"t", b"1"), [b"l", b"2"], Pair(b"n", b"3"), ("s", bytearray(b"4"))]
+    db.set_many(pairs)  # type: ignore[arg-type]
+    db.set_many(((b"g%d" % i, b"v") for i in range(3)))  # an iterator, not a list
+    db.set_many(((b"u", b"5"), (b"t", b"6")))  # a tuple of tuples; the later pair wins
+    assert dict(db.items()) == {
+        b"t": b"6", b"l": b"2", b"n": b"3", b"s": b"4", b"u": b"5",
+        b"g0": b"v", b"g1": b"v", b"g2": b"v",
+    }  # fmt: skip
+    for bad, message in [
+        ([(b"a", b"1"), (b"b", b"2", b"3")], "item 1 is a tuple, not a pair"),
+        ([(b"a", b"1"), (b"b",)], "item 1 is a tuple, not a pair"),
+        ([(b"a", b"1"), 7], "item 1 is a int, not a pair"),
+        ([(b"a", b"1"), (b"b", 2)], "value must be bytes or str, not int"),
+        ([(b"a", b"1"), (None, b"2")], "key must be bytes or str, not NoneType"),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            db.set_many(bad)  # type: ignore[arg-type]
+        assert b"a" not in db  # checked before anything is written
+
+
 def test_large_values_round_trip(db: senju.Db) -> None:
     for n in [0, 1, senju.LARGE_VALUE - 1, senju.LARGE_VALUE, 65536, 1 << 20]:
         v = os.urandom(n)
