@@ -111,10 +111,40 @@ fn run_group(
 }
 
 /// One entry of a batch, routed: its shard, its position in the batch, its key's hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Planned {
     shard: u32,
     index: usize,
     hash: u64,
+}
+
+/// Orders a plan by shard, each shard's entries in `index` order. `plan` must be in `index`
+/// order (as [`Db::plan`] makes it): a counting sort, which keeps that order within a shard,
+/// takes two passes where a comparison sort took about a tenth of a small batch's time
+/// (profile of 1000-pair batches). With many more shards than entries the counts would cost
+/// more than they save, and a comparison sort runs instead.
+fn sort_by_shard(plan: &mut Vec<Planned>, shards: usize) {
+    debug_assert!(plan.windows(2).all(|w| w[0].index < w[1].index));
+    if plan.len() < 16 || shards > 4 * plan.len() {
+        plan.sort_unstable_by_key(|p| (p.shard, p.index));
+        return;
+    }
+    // `next[s]`: where the next entry of shard `s` goes.
+    let mut next = vec![0usize; shards];
+    for p in plan.iter() {
+        next[p.shard as usize] += 1;
+    }
+    let mut at = 0;
+    for n in &mut next {
+        (*n, at) = (at, at + *n);
+    }
+    let mut sorted = plan.clone();
+    for p in plan.iter() {
+        let slot = &mut next[p.shard as usize];
+        sorted[*slot] = *p;
+        *slot += 1;
+    }
+    *plan = sorted;
 }
 
 fn check_value(len: usize) -> Result<()> {
@@ -352,9 +382,9 @@ impl Db {
         if let [(k, v)] = pairs {
             return self.set(k.as_ref(), v.as_ref());
         }
-        let mut plan =
+        let plan =
             self.plan(pairs.iter().map(|(k, _)| k), |i| check_value(pairs[i].1.as_ref().len()))?;
-        self.by_shard(&mut plan, |w, p| {
+        self.by_shard(plan, |w, p| {
             let (k, v) = &pairs[p.index];
             w.set(p.hash, k.as_ref(), v.as_ref())
         })
@@ -381,10 +411,10 @@ impl Db {
     /// entries of a shard in their `index` order; free shards first, busy ones at the end.
     fn by_shard(
         &self,
-        plan: &mut [Planned],
+        mut plan: Vec<Planned>,
         mut op: impl FnMut(&mut ShardWriter<'_>, &Planned) -> Result<()>,
     ) -> Result<()> {
-        plan.sort_unstable_by_key(|p| (p.shard, p.index));
+        sort_by_shard(&mut plan, self.core.shards.len());
         let mut busy = Vec::new();
         for group in plan.chunk_by(|a, b| a.shard == b.shard) {
             let shard = &self.core.shards[group[0].shard as usize];
@@ -407,9 +437,9 @@ impl Db {
         if let [k] = keys {
             return self.remove(k.as_ref()).map(u64::from);
         }
-        let mut plan = self.plan(keys.iter(), |_| Ok(()))?;
+        let plan = self.plan(keys.iter(), |_| Ok(()))?;
         let mut removed = 0;
-        self.by_shard(&mut plan, |w, p| {
+        self.by_shard(plan, |w, p| {
             let key = keys[p.index].as_ref();
             let found = w.probe(p.hash, key)?;
             removed += u64::from(w.delete(found, key)?);
@@ -791,6 +821,30 @@ mod tests {
     fn fill(db: &Db, round: u8) {
         for k in 0..2000u32 {
             db.set(&k.to_le_bytes(), &[round; 100]).unwrap();
+        }
+    }
+
+    /// The counting sort of a batch's plan orders it as the comparison sort does, for every
+    /// size around its cut-over and for few and many shards.
+    #[test]
+    fn sort_by_shard_orders_as_a_comparison_sort() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for shards in [1usize, 2, 16, 128, 4096, 65536] {
+            for len in [0usize, 1, 2, 15, 16, 17, 100, 1000, 5000] {
+                let plan: Vec<Planned> = (0..len)
+                    .map(|index| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        Planned { shard: (x % shards as u64) as u32, index, hash: x }
+                    })
+                    .collect();
+                let mut want = plan.clone();
+                want.sort_unstable_by_key(|p| (p.shard, p.index));
+                let mut got = plan;
+                sort_by_shard(&mut got, shards);
+                assert_eq!(got, want, "{len} entries over {shards} shards");
+            }
         }
     }
 
