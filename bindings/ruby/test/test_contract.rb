@@ -206,6 +206,20 @@ class TestContract < Minitest::Test
     end
   end
 
+  def test_set_many_checks_every_pair_before_writing
+    Senju::DB.open(db_path) do |db|
+      # The long key comes after more than one chunk (1000 pairs) of good ones.
+      pairs = (0...2500).to_h { |i| ["k#{i}", "v#{i}"] }
+      pairs["k" * (1024 * 1024 + 1)] = "v"
+      err = assert_raises(Senju::TooLargeError) { db.set_many(pairs) }
+      assert_match(/key/, err.message)
+      assert_equal 0, db.size
+      db.set_many(pairs.first(2500).to_h)
+      assert_equal 2500, db.size
+      assert_equal "v2499", db["k2499"]
+    end
+  end
+
   def test_readonly_open_of_an_unclean_file_needs_recovery
     path = db_path
     pid = fork do
