@@ -80,7 +80,14 @@ pub(crate) enum Step {
 }
 
 /// A released call that had to wait at least this long for the GVL afterwards...
-const CONVOY_MIN_WAIT: Duration = Duration::from_millis(5);
+///
+/// Behind a CPU-bound Ruby thread the wait is about a whole timeslice (100 ms): that thread
+/// takes the GVL as the call releases it and keeps it until the timer makes it yield. Behind
+/// another store thread the wait is short, unless the kernel preempts that thread while it
+/// holds the GVL (a few ms on a busy core). At 5 ms such preemptions were taken for convoys,
+/// and two threads running batches held the GVL for whole windows: `:auto` made 6.8-8.0M
+/// batch ops/s at 2 threads where `:release` made 10.2-11.0M; at 20 ms, 9.0-12.5M (lab 0004).
+const CONVOY_MIN_WAIT: Duration = Duration::from_millis(20);
 /// ...and this many times longer than its own work convoyed behind interpreter code.
 const CONVOY_RATIO: u32 = 4;
 /// After the first convoy, `Batch` calls are held for this long; each further convoy seen on
