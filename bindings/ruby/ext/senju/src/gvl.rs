@@ -87,7 +87,29 @@ pub(crate) enum Step {
 /// holds the GVL (a few ms on a busy core). At 5 ms such preemptions were taken for convoys,
 /// and two threads running batches held the GVL for whole windows: `:auto` made 6.8-8.0M
 /// batch ops/s at 2 threads where `:release` made 10.2-11.0M; at 20 ms, 9.0-12.5M (lab 0004).
+/// Ruby 3.4 lets `RUBY_THREAD_TIMESLICE` (ms) shorten the timeslice; then half of it is used
+/// if that is less (see [`convoy_min_wait`]).
 const CONVOY_MIN_WAIT: Duration = Duration::from_millis(20);
+
+/// [`CONVOY_MIN_WAIT`], or half the timeslice that `RUBY_THREAD_TIMESLICE` sets if that is
+/// shorter (at least 1 ms), read once.
+fn convoy_min_wait() -> Duration {
+    static WAIT: OnceLock<Duration> = OnceLock::new();
+    *WAIT.get_or_init(|| {
+        let slice = std::env::var("RUBY_THREAD_TIMESLICE").ok().and_then(|v| v.trim().parse().ok());
+        min_wait_for(slice)
+    })
+}
+
+/// The convoy threshold for a timeslice of `slice_ms` milliseconds (`None`: Ruby's 100 ms).
+fn min_wait_for(slice_ms: Option<u64>) -> Duration {
+    match slice_ms {
+        Some(ms) if ms > 0 => {
+            (Duration::from_millis(ms) / 2).clamp(Duration::from_millis(1), CONVOY_MIN_WAIT)
+        }
+        _ => CONVOY_MIN_WAIT,
+    }
+}
 /// ...and this many times longer than its own work convoyed behind interpreter code.
 const CONVOY_RATIO: u32 = 4;
 /// After the first convoy, `Batch` calls are held for this long; each further convoy seen on
@@ -173,7 +195,7 @@ impl Policy {
             return;
         }
         let wait = total.saturating_sub(work);
-        if wait >= CONVOY_MIN_WAIT && wait >= work * CONVOY_RATIO {
+        if wait >= convoy_min_wait() && wait >= work * CONVOY_RATIO {
             let strikes = self.strikes.fetch_add(1, Ordering::Relaxed).min(CONVOY_MAX_SHIFT);
             let window = CONVOY_FIRST_WINDOW * (1 << strikes);
             let until = now_ns().saturating_add(u64::try_from(window.as_nanos()).unwrap_or(0));
