@@ -90,6 +90,15 @@ pub(crate) enum Step {
 /// Ruby 3.4 lets `RUBY_THREAD_TIMESLICE` (ms) shorten the timeslice; then half of it is used
 /// if that is less (see [`convoy_min_wait`]).
 const CONVOY_MIN_WAIT: Duration = Duration::from_millis(20);
+/// ...and this many times longer than its own work convoyed behind interpreter code.
+const CONVOY_RATIO: u32 = 4;
+/// After the first convoy, `Batch` calls are held for this long; each further convoy seen on
+/// the probe that ends a window doubles it, up to `CONVOY_MAX_SHIFT` doublings (64 s). A
+/// probe costs one timeslice (100 ms) while the convoy lasts, so this bounds the loss to
+/// 5% in the first window and less after; a false alarm (a long GC while released) costs
+/// parallelism for one window, never correctness.
+const CONVOY_FIRST_WINDOW: Duration = Duration::from_secs(2);
+const CONVOY_MAX_SHIFT: u32 = 5;
 
 /// [`CONVOY_MIN_WAIT`], or half the timeslice that `RUBY_THREAD_TIMESLICE` sets if that is
 /// shorter (at least 1 ms), read once.
@@ -110,15 +119,6 @@ fn min_wait_for(slice_ms: Option<u64>) -> Duration {
         _ => CONVOY_MIN_WAIT,
     }
 }
-/// ...and this many times longer than its own work convoyed behind interpreter code.
-const CONVOY_RATIO: u32 = 4;
-/// After the first convoy, `Batch` calls are held for this long; each further convoy seen on
-/// the probe that ends a window doubles it, up to `CONVOY_MAX_SHIFT` doublings (64 s). A
-/// probe costs one timeslice (100 ms) while the convoy lasts, so this bounds the loss to
-/// 5% in the first window and less after; a false alarm (a long GC while released) costs
-/// parallelism for one window, never correctness.
-const CONVOY_FIRST_WINDOW: Duration = Duration::from_secs(2);
-const CONVOY_MAX_SHIFT: u32 = 5;
 
 /// Monotonic nanoseconds since the first call (a process-wide origin, not thread-local).
 fn now_ns() -> u64 {
