@@ -193,3 +193,36 @@ def test_reads_while_values_change_length(gil: str) -> None:
     run_threads(work)
     assert sum(seen) == (THREADS // 2) * 300
     db.close()
+
+
+def test_set_many_while_another_thread_rewrites_its_list(gil: str) -> None:
+    """set_many borrows each pair's key and value through the pair's tuple while it writes
+    without the GIL; another thread replacing the list's items meanwhile must neither crash
+    it nor change what it writes: each call writes the pairs the list held when it was
+    called, so every value read back is one a writer put there."""
+    db = senju.open(memory=True, gil=gil)  # type: ignore[arg-type]
+    keys = [b"k%d" % i for i in range(1000)]
+    shared = [(k, b"v0-" + k) for k in keys]
+    stop = threading.Event()
+
+    def rewriter(_: int) -> None:
+        gen = 0
+        while not stop.is_set():
+            gen += 1
+            fresh = [(k, b"v%d-" % gen + k) for k in keys]  # new tuples and bytes objects
+            shared[:] = fresh
+            del fresh
+            if gen % 7 == 0:
+                shared.clear()
+
+    def writer(_: int) -> None:
+        try:
+            for _ in range(300):
+                db.set_many(shared)
+        finally:
+            stop.set()
+
+    run_threads(lambda i: writer(i) if i == 0 else rewriter(i), n=2)
+    for k in keys:
+        v = db.get(k)
+        assert v is None or (v.startswith(b"v") and v.endswith(b"-" + k)), (k, v)
