@@ -484,6 +484,18 @@ impl Region {
         unsafe { populate_raw(self.at(off) as usize, end - off) };
     }
 
+    /// [`populate`](Region::populate) for an [`anonymous`](Region::anonymous) region; nothing
+    /// for a file. For fresh space that is read before it is written (an index table: probes
+    /// read its slots, inserts then write them). In anonymous memory the read maps the
+    /// kernel's shared zero page and the write replaces it, which flushes the TLB of every CPU
+    /// running the process: an interrupt to each other CPU, costly in a VM. A file's page is
+    /// mapped read-only and then made writable in place, with no flush.
+    pub(crate) fn populate_anonymous(&self, off: u64, len: u64) {
+        if self.anonymous {
+            self.populate(off, len);
+        }
+    }
+
     /// Asks the prefault thread to fault in the map up to `end` (a multiple of 4096 inside
     /// the mapped part), starting it on first use; returns at once. Where the thread cannot
     /// be started, or the region is closing, populates the last [`PREFAULT_SPAN`] below `end`

@@ -523,6 +523,12 @@ impl<'a> ShardWriter<'a> {
             for s in t.view(&self.ctx.region)? {
                 s.store(0, Ordering::Relaxed);
             }
+        } else {
+            // In memory, faulted in for writing at once: a probe's read of a fresh page and
+            // the insert's write after it would otherwise cost two faults and a TLB flush on
+            // every CPU (lab 0013: 9,385 faults and 10,680 flushes in 3.2M batch sets at 2
+            // threads, against 717 and 78).
+            self.ctx.region.populate_anonymous(off, len);
         }
         Ok(t)
     }
