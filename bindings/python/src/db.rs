@@ -441,13 +441,13 @@ impl PyDb {
         let found = Gil::run(py, self.inner.gil.releases_long(), || {
             let mut buf = Vec::new();
             let mut spans = Vec::with_capacity(ks.len());
-            for k in &ks {
-                spans.push(db.get_with(k.as_ref(), |v| {
+            db.get_many_with(&ks, |_, v| {
+                spans.push(v.map(|v| {
                     let start = buf.len();
                     buf.extend_from_slice(v);
                     (start, v.len())
-                })?);
-            }
+                }));
+            })?;
             Ok((buf, spans))
         });
         let (buf, spans) = found.map_err(|e| errors::storage(py, e))?;

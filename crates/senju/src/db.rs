@@ -366,7 +366,38 @@ impl Db {
 
     /// The values of `keys`, in order (each lookup is separately atomic).
     pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.get(k.as_ref())).collect()
+        let mut out = Vec::with_capacity(keys.len());
+        self.get_many_with(keys, |_, v| out.push(v.map(<[u8]>::to_vec)))?;
+        Ok(out)
+    }
+
+    /// Calls `f(i, value)` for each key `keys[i]`, in order, with a borrowed view of its
+    /// value (`None`: absent); each lookup is separately atomic. Every key is checked first,
+    /// so a key that is too long fails the call before `f` runs.
+    ///
+    /// Faster than a loop of [`get_with`](Db::get_with): the index slots of the keys a few
+    /// places ahead are prefetched, so the cache misses of several lookups overlap instead of
+    /// following each other. The views stay valid until `f` returns, as with `get_with`; a
+    /// long `f` delays the reuse of freed space (one pin is held for the whole call).
+    pub fn get_many_with<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        mut f: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        let routed = keys.iter().map(|k| self.route(k.as_ref())).collect::<Result<Vec<_>>>()?;
+        let ctx = &self.core.ctx;
+        for &(hash, shard) in routed.iter().take(PREFETCH_AHEAD) {
+            shard.prefetch(ctx, hash);
+        }
+        // The pin keeps every record's space from being reused until `f` returns.
+        let _pin = ctx.epochs.pin();
+        for (i, (&(hash, shard), key)) in routed.iter().zip(keys).enumerate() {
+            if let Some(&(h, s)) = routed.get(i + PREFETCH_AHEAD) {
+                s.prefetch(ctx, h);
+            }
+            f(i, shard.get(ctx, hash, key.as_ref())?.map(|r| r.value));
+        }
+        Ok(())
     }
 
     /// Sets every pair (each set is separately atomic).
