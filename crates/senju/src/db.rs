@@ -81,6 +81,14 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// Whether [`Db::set`] accepts a key and a value of these lengths: `TooLarge` for a key over
+/// [`MAX_KEY_LEN`] or a value over [`MAX_VALUE_LEN`]. For a caller that splits a batch
+/// across several calls and must check all of it before the first.
+pub fn check_pair(key: &[u8], value: &[u8]) -> Result<()> {
+    check_key(key)?;
+    check_value(value.len())
+}
+
 fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_LEN {
         return Err(StorageError::TooLarge { what: "key", len: key.len(), max: MAX_KEY_LEN });

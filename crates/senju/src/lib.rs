@@ -67,7 +67,7 @@ mod table;
 
 pub use builder::Builder;
 pub use check::{CheckReport, Damage, check, check_with_progress};
-pub use db::{Db, Durability, Stats};
+pub use db::{Db, Durability, Stats, check_pair};
 pub use error::{Error, OpenError, Result, StorageError};
 pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use iter::{Cursor, Iter};

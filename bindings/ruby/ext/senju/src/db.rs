@@ -17,7 +17,7 @@ use magnus::{
     DataTypeFunctions, Error, RArray, RClass, RHash, RModule, RString, Ruby, TypedData, Value,
     function, method,
 };
-use senju::{Db, StorageError};
+use senju::Db;
 
 use crate::error::{closed_error, internal_error, open_error, storage_error};
 use crate::gvl::{self, CHUNK, Mode, Policy, Step, Weight};
@@ -434,9 +434,9 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
     let PairsAcc { keys, values, total, .. } = acc;
     // The engine checks the pairs of each call before it writes any; a batch of more than
     // one chunk is checked here, whole, first.
-    if let Some(e) = too_large(&keys, &values) {
-        return Err(storage_error(ruby, e));
-    }
+    (0..keys.len())
+        .try_for_each(|i| senju::check_pair(keys.get(i), values.get(i)))
+        .map_err(storage(ruby))?;
     let weight = if n >= BIG_BATCH || total >= BIG_VALUE { Weight::Batch } else { Weight::Short };
     let mut st = (keys, values, 0usize);
     gvl::run(ruby, &h.policy, weight, &mut st, |(keys, values, done)| {
@@ -450,20 +450,6 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
         Ok(if end == keys.len() { Step::Done } else { Step::More })
     })?;
     Ok(())
-}
-
-/// The first key or value of a batch that is longer than the engine accepts.
-fn too_large(keys: &Packed, values: &Packed) -> Option<StorageError> {
-    (0..keys.len()).find_map(|i| {
-        let (k, v) = (keys.get(i).len(), values.get(i).len());
-        if k > senju::MAX_KEY_LEN {
-            Some(StorageError::TooLarge { what: "key", len: k, max: senju::MAX_KEY_LEN })
-        } else if v > senju::MAX_VALUE_LEN {
-            Some(StorageError::TooLarge { what: "value", len: v, max: senju::MAX_VALUE_LEN })
-        } else {
-            None
-        }
-    })
 }
 
 /// `db.compare_and_set(key, expected, new)`: if the value is `expected` (nil: absent),
