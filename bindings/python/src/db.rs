@@ -179,10 +179,14 @@ enum Pair<'py> {
 }
 
 impl<'py> Pair<'py> {
-    fn items(&self) -> &[Bound<'py, PyAny>] {
+    /// The key and the value.
+    fn items(&self) -> (&Bound<'py, PyAny>, &Bound<'py, PyAny>) {
         match self {
-            Pair::Tuple(t) => t.as_slice(),
-            Pair::Parts(p) => p,
+            Pair::Tuple(t) => {
+                let kv = t.as_slice();
+                (&kv[0], &kv[1])
+            }
+            Pair::Parts([k, v]) => (k, v),
         }
     }
 }
@@ -466,7 +470,7 @@ impl PyDb {
         let ps = objs
             .iter()
             .map(|p| {
-                let [k, v] = p.items() else { unreachable!("a pair has two items") };
+                let (k, v) = p.items();
                 Ok((convert::arg(k, "key")?, convert::arg(v, "value")?))
             })
             .collect::<PyResult<Vec<(Arg<'_>, Arg<'_>)>>>()?;
