@@ -63,7 +63,8 @@ smoke:
 	$(BIN)/senju-allocbench --quick --threads 1,2
 
 ## The Python binding: build its wheel (for the venv's CPython), install it into the venv of scripts/setup.sh, run
-## the pytest suite, `mypy --strict` on a sample that uses the whole API, and a benchmark smoke run.
+## the pytest suite, `mypy --strict` on a sample that uses the whole API, and a benchmark smoke run;
+## then build the abi3 wheel (`--features abi3`) and run the pytest suite against it.
 PYENV := $(CURDIR)/target/pyenv
 PY_TARGET := $(CURDIR)/target/py
 python: setup
@@ -75,6 +76,15 @@ python: setup
 	cd bindings/python && $(PYENV)/bin/mypy --strict --cache-dir $(PY_TARGET)/mypy-cache tests/typing_sample.py python/senju
 	$(PYENV)/bin/python bindings/python/bench/bench_threads.py --quick --threads 1,2 \
 	  --peers senju-auto,senju-release,senju-hold > /dev/null
+	@# The same suite against the one-wheel-for-all build (the stable ABI, `--features abi3`).
+	rm -rf $(PY_TARGET)/wheels-abi3 $(PY_TARGET)/abi3-site
+	cd bindings/python && PATH=$(PYENV)/bin:$$PATH CARGO_TARGET_DIR=$(PY_TARGET) \
+	  maturin build --release -q --features abi3 -i $(PYENV)/bin/python -o $(PY_TARGET)/wheels-abi3
+	$(PYENV)/bin/pip install -q --disable-pip-version-check --no-deps --target $(PY_TARGET)/abi3-site \
+	  $(PY_TARGET)/wheels-abi3/senju-*-abi3-*.whl
+	cd bindings/python && PYTHONPATH=$(PY_TARGET)/abi3-site $(PYENV)/bin/python -c \
+	  'import senju._senju as m, sys; sys.exit(0 if m.__file__.endswith(".abi3.so") else "not the abi3 build: " + m.__file__)'
+	cd bindings/python && PYTHONPATH=$(PY_TARGET)/abi3-site $(PYENV)/bin/python -m pytest -q -p no:cacheprovider tests
 
 ## The Ruby binding: build the extension (its own target directory), copy it where
 ## `ruby -I bindings/ruby/lib -e 'require "senju"'` finds it, run its minitest suite.

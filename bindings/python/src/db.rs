@@ -172,7 +172,9 @@ impl PyDb {
 /// One pair given to `set_many`.
 enum Pair<'py> {
     /// A 2-tuple, kept whole: its items are borrowed through it (a tuple is immutable, so
-    /// they live as long as it does), which saves a reference count on each.
+    /// they live as long as it does), which saves a reference count on each. Not under the
+    /// stable ABI (`abi3`), which has no view of a tuple's items.
+    #[cfg(not(feature = "abi3"))]
     Tuple(Bound<'py, PyTuple>),
     /// The two items of any other iterable of length 2 (a list of two, say).
     Parts([Bound<'py, PyAny>; 2]),
@@ -182,6 +184,7 @@ impl<'py> Pair<'py> {
     /// The key and the value.
     fn items(&self) -> (&Bound<'py, PyAny>, &Bound<'py, PyAny>) {
         match self {
+            #[cfg(not(feature = "abi3"))]
             Pair::Tuple(t) => {
                 let kv = t.as_slice();
                 (&kv[0], &kv[1])
@@ -215,6 +218,8 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
 /// Appends item `i` of `set_many`'s argument to `out` as a pair, or fails if it is none.
 fn push_pair<'py>(out: &mut Vec<Pair<'py>>, i: usize, item: Bound<'py, PyAny>) -> PyResult<()> {
     let item = match item.cast_into::<PyTuple>() {
+        // The stable ABI has no view of a tuple's items: take them as for any other pair.
+        #[cfg(not(feature = "abi3"))]
         Ok(t) if t.len() == 2 => {
             out.push(Pair::Tuple(t));
             return Ok(());
