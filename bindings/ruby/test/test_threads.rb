@@ -195,6 +195,52 @@ class TestThreads < Minitest::Test
     end
   end
 
+  # The extension's classes (the cursor's, the exceptions') are all found while it loads.
+  # Found on first use instead, inside magnus's `Lazy`, a lookup that gave up the GVL left
+  # the next thread waiting for it with the GVL held, and the process hung (this file did,
+  # once, on two threads making their first cursors). Here every lookup by name gives up
+  # the GVL, so that hang would be certain; the script runs in a fresh process because the
+  # classes are found once per process.
+  def test_first_cursors_and_errors_of_many_threads_at_once
+    lib = File.expand_path("../lib", __dir__)
+    script = <<~RUBY
+      require "senju"
+      Object.singleton_class.prepend(Module.new do
+        def const_get(*args)
+          sleep(0.01)
+          super
+        end
+      end)
+      db = Senju::DB.open(memory: true)
+      db["k"] = "v"
+      closed = Senju::DB.open(memory: true)
+      closed.close
+      go = Queue.new
+      threads = Array.new(8) do
+        Thread.new do
+          go.pop
+          db.each { |_k, _v| nil }
+          begin
+            closed["k"]
+          rescue Senju::ClosedError
+            nil
+          end
+        end
+      end
+      8.times { go << true }
+      threads.each(&:join)
+      puts "done"
+    RUBY
+    IO.popen([RbConfig.ruby, "-I", lib, "-e", script]) do |io|
+      unless IO.select([io], nil, nil, 60)
+        Process.kill(:KILL, io.pid)
+        flunk "8 threads making their first cursors hung"
+      end
+      assert_equal "done\n", io.read
+    end
+    assert_predicate $?, :success?
+  end
+
   # An interrupt that raises wins over a finished call, and the handle stays usable.
   def test_handle_is_usable_after_interrupted_calls
     Senju::DB.open(memory: true, gvl: :release) do |db|

@@ -35,6 +35,11 @@ fn class(ruby: &Ruby, name: &str) -> ExceptionClass {
 macro_rules! classes {
     ($($stat:ident = $name:literal;)*) => {
         $(static $stat: Lazy<ExceptionClass> = Lazy::new(|ruby| class(ruby, $name));)*
+
+        /// Looks every class up now, while the extension loads (see `entry::init`).
+        pub(crate) fn force_classes(ruby: &Ruby) {
+            $(Lazy::force(&$stat, ruby);)*
+        }
     };
 }
 

@@ -33,6 +33,17 @@ mod entry {
         // they are (they share nothing but the `Arc`ed, thread-safe handle).
         unsafe { rb_sys::rb_ext_ractor_safe(true) };
         let senju = ruby.define_module("Senju")?;
-        super::db::define(ruby, senju)
+        super::db::define(ruby, senju)?;
+        // Every lazily found class is found now, not on first use. magnus's `Lazy` runs its
+        // lookup inside a `OnceLock` while holding the GVL, and the lookup calls Ruby
+        // (`Object.const_get`), which may switch threads. A second thread reaching the same
+        // `Lazy` then waits on the `OnceLock` with the GVL held, and the first never gets
+        // the GVL back to finish: two threads making their first cursors at once hung
+        // `test_threads.rb` this way. Here, while `require` runs, there is no first use to
+        // race with.
+        super::error::force_classes(ruby);
+        <super::db::DbObject as magnus::TypedData>::class(ruby);
+        <super::cursor::CursorObject as magnus::TypedData>::class(ruby);
+        Ok(())
     }
 }
