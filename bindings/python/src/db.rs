@@ -145,8 +145,9 @@ impl PyDb {
 
     fn set_bytes(&self, py: Python<'_>, key: &[u8], value: &[u8]) -> PyResult<()> {
         let db = &self.inner.db;
-        let release = self.inner.gil.releases_for(key.len() + value.len());
-        Gil::run(py, release, || db.set(key, value)).map_err(|e| errors::storage(py, e))
+        let bytes = key.len() + value.len();
+        (self.inner.gil.write(py, bytes, || db.try_set(key, value), || db.set(key, value)))
+            .map_err(|e| errors::storage(py, e))
     }
 
     fn cas(
@@ -158,8 +159,9 @@ impl PyDb {
     ) -> PyResult<bool> {
         let db = &self.inner.db;
         let bytes = key.len() + expected.map_or(0, <[u8]>::len) + new.map_or(0, <[u8]>::len);
-        let release = self.inner.gil.releases_for(bytes);
-        Gil::run(py, release, || db.compare_and_set(key, expected, new))
+        let gil = self.inner.gil;
+        let try_cas = || db.try_compare_and_set(key, expected, new);
+        (gil.write(py, bytes, try_cas, || db.compare_and_set(key, expected, new)))
             .map_err(|e| errors::storage(py, e))
     }
 
@@ -332,8 +334,8 @@ impl PyDb {
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let k = convert::arg(key, "key")?;
         let (k, db) = (k.as_ref(), &self.inner.db);
-        let release = self.inner.gil.releases_for(k.len());
-        if Gil::run(py, release, || db.remove(k)).map_err(|e| errors::storage(py, e))? {
+        let removed = self.inner.gil.write(py, k.len(), || db.try_remove(k), || db.remove(k));
+        if removed.map_err(|e| errors::storage(py, e))? {
             Ok(())
         } else {
             Err(errors::missing(key))
@@ -518,8 +520,9 @@ impl PyDb {
         let k = convert::arg(key, "key")?;
         let v = convert::arg(value, "value")?;
         let (k, v, db) = (k.as_ref(), v.as_ref(), &self.inner.db);
-        let release = self.inner.gil.releases_for(k.len() + v.len());
-        Gil::run(py, release, || db.append(k, v)).map_err(|e| errors::storage(py, e))
+        let bytes = k.len() + v.len();
+        (self.inner.gil.write(py, bytes, || db.try_append(k, v), || db.append(k, v)))
+            .map_err(|e| errors::storage(py, e))
     }
 
     /// Replaces the value of `key` by `fn(old)` (`old` is `None` if absent; returning `None`

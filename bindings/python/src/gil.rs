@@ -22,9 +22,9 @@ pub(crate) enum Gil {
     Release,
     /// Never release.
     Hold,
-    /// Release for batches, scans, sync, rebuild, clear, opening and closing, and values of
-    /// [`LARGE`] bytes or more (reads: after a large read); keep it for single operations on
-    /// small values.
+    /// Release for batches, scans, sync, rebuild, clear, opening and closing, values of
+    /// [`LARGE`] bytes or more (reads: after a large read), and a write's wait for a shard
+    /// that another thread holds; keep it for single operations on small values.
     Auto,
 }
 
@@ -77,5 +77,36 @@ impl Gil {
         T: Send,
     {
         if release { py.detach(f) } else { f() }
+    }
+
+    /// Runs a single write of `bytes` bytes. Where this mode keeps the GIL for it (`Hold`;
+    /// `Auto` below [`LARGE`]), `Auto` first tries `try_write`, which does the write only
+    /// if the key's shard is free; if another thread holds the shard (for a microsecond, or
+    /// for milliseconds while its index grows or a rebuild copies it), `write` waits for it
+    /// with the GIL released, so other Python threads run meanwhile. `Hold` waits holding
+    /// the GIL.
+    #[inline]
+    pub(crate) fn write<T, Try, Wait>(
+        self,
+        py: Python<'_>,
+        bytes: usize,
+        try_write: Try,
+        write: Wait,
+    ) -> senju::Result<T>
+    where
+        Try: FnOnce() -> senju::Result<Option<T>>,
+        Wait: FnOnce() -> senju::Result<T> + Send,
+        T: Send,
+    {
+        if self.releases_for(bytes) {
+            return py.detach(write);
+        }
+        if self == Gil::Hold {
+            return write();
+        }
+        match try_write()? {
+            Some(done) => Ok(done),
+            None => py.detach(write),
+        }
     }
 }

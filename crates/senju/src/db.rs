@@ -162,6 +162,42 @@ fn check_value(len: usize) -> Result<()> {
     Ok(())
 }
 
+/// [`Db::remove`] under the key's shard lock, held as `w`.
+fn remove_in(w: &mut ShardWriter<'_>, hash: u64, key: &[u8]) -> Result<bool> {
+    let p = w.probe(hash, key)?;
+    w.delete(p, key)
+}
+
+/// [`Db::compare_and_set`] under the key's shard lock, held as `w` (`new` already checked).
+fn compare_and_set_in(
+    w: &mut ShardWriter<'_>,
+    hash: u64,
+    key: &[u8],
+    expected: Option<&[u8]>,
+    new: Option<&[u8]>,
+) -> Result<bool> {
+    let p = w.probe(hash, key)?;
+    let current = w.record(p)?.map(|r| r.value);
+    if current != expected {
+        return Ok(false);
+    }
+    match new {
+        Some(v) => w.put(p, hash, key, &[v])?,
+        None => {
+            w.delete(p, key)?;
+        }
+    }
+    Ok(true)
+}
+
+/// [`Db::append`] under the key's shard lock, held as `w`.
+fn append_in(w: &mut ShardWriter<'_>, hash: u64, key: &[u8], suffix: &[u8]) -> Result<()> {
+    let p = w.probe(hash, key)?;
+    let old = w.record(p)?.map_or(&[][..], |r| r.value);
+    check_value(old.len().saturating_add(suffix.len()))?;
+    w.put(p, hash, key, &[old, suffix])
+}
+
 impl Db {
     /// Opens (creating if needed) the database file at `path` with default options.
     pub fn open(path: impl AsRef<Path>) -> Result<Db, OpenError> {
@@ -291,6 +327,20 @@ impl Db {
         shard.writer(&self.core.ctx)?.set(hash, key, value)
     }
 
+    /// [`set`](Db::set) if no other thread holds the lock of `key`'s shard; `Ok(None)`,
+    /// with nothing written, if one does.
+    ///
+    /// The `try_` writes never wait for a lock, so a caller that must not block while it
+    /// holds something of its own (a binding holding Python's GIL or Ruby's GVL) can give
+    /// that up first and then call the waiting form. A shard is held for about a
+    /// microsecond per write, but for milliseconds while its index table grows or while
+    /// [`rebuild`](Db::rebuild) copies it.
+    pub fn try_set(&self, key: &[u8], value: &[u8]) -> Result<Option<()>> {
+        let (hash, shard) = self.route_write(key)?;
+        check_value(value.len())?;
+        shard.try_writer(&self.core.ctx)?.map(|mut w| w.set(hash, key, value)).transpose()
+    }
+
     /// Sets `key` to `value` only if `key` is absent; returns whether it was set.
     pub fn add(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         let (hash, shard) = self.route_write(key)?;
@@ -305,9 +355,14 @@ impl Db {
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
         let (hash, shard) = self.route_write(key)?;
-        let mut w = shard.writer(&self.core.ctx)?;
-        let p = w.probe(hash, key)?;
-        w.delete(p, key)
+        remove_in(&mut shard.writer(&self.core.ctx)?, hash, key)
+    }
+
+    /// [`remove`](Db::remove) if no other thread holds the lock of `key`'s shard;
+    /// `Ok(None)`, with nothing removed, if one does (see [`try_set`](Db::try_set)).
+    pub fn try_remove(&self, key: &[u8]) -> Result<Option<bool>> {
+        let (hash, shard) = self.route_write(key)?;
+        shard.try_writer(&self.core.ctx)?.map(|mut w| remove_in(&mut w, hash, key)).transpose()
     }
 
     /// If the value of `key` equals `expected` (`None`: absent), replaces it with `new`
@@ -322,29 +377,38 @@ impl Db {
         if let Some(v) = new {
             check_value(v.len())?;
         }
-        let mut w = shard.writer(&self.core.ctx)?;
-        let p = w.probe(hash, key)?;
-        let current = w.record(p)?.map(|r| r.value);
-        if current != expected {
-            return Ok(false);
+        compare_and_set_in(&mut shard.writer(&self.core.ctx)?, hash, key, expected, new)
+    }
+
+    /// [`compare_and_set`](Db::compare_and_set) if no other thread holds the lock of
+    /// `key`'s shard; `Ok(None)`, with nothing compared or written, if one does (see
+    /// [`try_set`](Db::try_set)).
+    pub fn try_compare_and_set(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<Option<bool>> {
+        let (hash, shard) = self.route_write(key)?;
+        if let Some(v) = new {
+            check_value(v.len())?;
         }
-        match new {
-            Some(v) => w.put(p, hash, key, &[v])?,
-            None => {
-                w.delete(p, key)?;
-            }
-        }
-        Ok(true)
+        let w = shard.try_writer(&self.core.ctx)?;
+        w.map(|mut w| compare_and_set_in(&mut w, hash, key, expected, new)).transpose()
     }
 
     /// Appends `suffix` to the value of `key` (an absent key counts as empty).
     pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<()> {
         let (hash, shard) = self.route_write(key)?;
-        let mut w = shard.writer(&self.core.ctx)?;
-        let p = w.probe(hash, key)?;
-        let old = w.record(p)?.map_or(&[][..], |r| r.value);
-        check_value(old.len().saturating_add(suffix.len()))?;
-        w.put(p, hash, key, &[old, suffix])
+        append_in(&mut shard.writer(&self.core.ctx)?, hash, key, suffix)
+    }
+
+    /// [`append`](Db::append) if no other thread holds the lock of `key`'s shard;
+    /// `Ok(None)`, with nothing written, if one does (see [`try_set`](Db::try_set)).
+    pub fn try_append(&self, key: &[u8], suffix: &[u8]) -> Result<Option<()>> {
+        let (hash, shard) = self.route_write(key)?;
+        let w = shard.try_writer(&self.core.ctx)?;
+        w.map(|mut w| append_in(&mut w, hash, key, suffix)).transpose()
     }
 
     /// Atomically replaces the value of `key` by `f(old)` (`None` in: absent; `None` out:

@@ -492,3 +492,40 @@ fn rebuild_reports_progress_shard_by_shard() {
         db.clear().unwrap();
     });
 }
+
+/// The `try_` writes do their work when the key's shard is free and report `None`, writing
+/// nothing, while another thread holds it (here: an `update` whose function waits).
+#[test]
+fn try_writes_report_a_busy_shard() {
+    each_engine(|db| {
+        db.set(b"k", b"1").unwrap();
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                db.update(b"k", |old| {
+                    entered_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    old.map(|v| [v, b"u"].concat())
+                })
+                .unwrap();
+            });
+            entered.recv().unwrap();
+            assert_eq!(db.try_set(b"k", b"2").unwrap(), None);
+            assert_eq!(db.try_remove(b"k").unwrap(), None);
+            assert_eq!(db.try_compare_and_set(b"k", Some(b"1"), Some(b"3")).unwrap(), None);
+            assert_eq!(db.try_append(b"k", b"a").unwrap(), None);
+            // Reads take no lock.
+            assert_eq!(db.get(b"k").unwrap(), Some(b"1".to_vec()));
+            release.send(()).unwrap();
+        });
+        assert_eq!(db.get(b"k").unwrap(), Some(b"1u".to_vec()), "the busy writes wrote nothing");
+        assert_eq!(db.try_append(b"k", b"a").unwrap(), Some(()));
+        assert_eq!(db.try_compare_and_set(b"k", Some(b"1ua"), Some(b"3")).unwrap(), Some(true));
+        assert_eq!(db.try_compare_and_set(b"k", Some(b"1"), None).unwrap(), Some(false));
+        assert_eq!(db.try_set(b"k", b"4").unwrap(), Some(()));
+        assert_eq!(db.get(b"k").unwrap(), Some(b"4".to_vec()));
+        assert_eq!(db.try_remove(b"k").unwrap(), Some(true));
+        assert_eq!(db.try_remove(b"k").unwrap(), Some(false));
+    });
+}
