@@ -241,6 +241,31 @@ class TestThreads < Minitest::Test
     assert_predicate $?, :success?
   end
 
+  # Under :auto a short write keeps the GVL, except while it waits for a shard that another
+  # thread holds (here a rebuild copying the only shard): then it waits as a batch does,
+  # released. stats[:busy_waits] counts those waits; :hold never takes that path.
+  def test_auto_write_waits_for_a_busy_shard_as_a_batch
+    waits = %i[auto hold].to_h do |mode|
+      Senju::DB.open(memory: true, shards: 1, gvl: mode) do |db|
+        db.set_many(Array.new(300_000) { |i| [format("%08d", i), "v"] }.to_h)
+        rebuilder = Thread.new { db.rebuild }
+        loop do
+          db["k"] = "v"
+          db.append("a", "x")
+          db.compare_and_set("c", nil, "1")
+          db.delete("c")
+          break unless rebuilder.alive?
+        end
+        rebuilder.join
+        assert_equal "v", db["k"]
+        assert_equal 300_002, db.size
+        [mode, db.stats[:busy_waits]]
+      end
+    end
+    assert_operator waits[:auto], :>, 0, "no write under :auto found the shard busy"
+    assert_equal 0, waits[:hold]
+  end
+
   # An interrupt that raises wins over a finished call, and the handle stays usable.
   def test_handle_is_usable_after_interrupted_calls
     Senju::DB.open(memory: true, gvl: :release) do |db|

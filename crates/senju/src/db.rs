@@ -190,6 +190,25 @@ fn compare_and_set_in(
     Ok(true)
 }
 
+/// [`Db::update`] under the key's shard lock, held as `w`.
+fn update_in<F>(w: &mut ShardWriter<'_>, hash: u64, key: &[u8], f: F) -> Result<Option<Vec<u8>>>
+where
+    F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+{
+    let p = w.probe(hash, key)?;
+    let new = f(w.record(p)?.map(|r| r.value));
+    match &new {
+        Some(v) => {
+            check_value(v.len())?;
+            w.put(p, hash, key, &[v])?;
+        }
+        None => {
+            w.delete(p, key)?;
+        }
+    }
+    Ok(new)
+}
+
 /// [`Db::append`] under the key's shard lock, held as `w`.
 fn append_in(w: &mut ShardWriter<'_>, hash: u64, key: &[u8], suffix: &[u8]) -> Result<()> {
     let p = w.probe(hash, key)?;
@@ -421,19 +440,17 @@ impl Db {
         F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
     {
         let (hash, shard) = self.route_write(key)?;
-        let mut w = shard.writer(&self.core.ctx)?;
-        let p = w.probe(hash, key)?;
-        let new = f(w.record(p)?.map(|r| r.value));
-        match &new {
-            Some(v) => {
-                check_value(v.len())?;
-                w.put(p, hash, key, &[v])?;
-            }
-            None => {
-                w.delete(p, key)?;
-            }
-        }
-        Ok(new)
+        update_in(&mut shard.writer(&self.core.ctx)?, hash, key, f)
+    }
+
+    /// [`update`](Db::update) if no other thread holds the lock of `key`'s shard;
+    /// `Ok(None)`, without calling `f`, if one does (see [`try_set`](Db::try_set)).
+    pub fn try_update<F>(&self, key: &[u8], f: F) -> Result<Option<Option<Vec<u8>>>>
+    where
+        F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        let (hash, shard) = self.route_write(key)?;
+        shard.try_writer(&self.core.ctx)?.map(|mut w| update_in(&mut w, hash, key, f)).transpose()
     }
 
     /// The values of `keys`, in order (each lookup is separately atomic).

@@ -515,6 +515,13 @@ fn try_writes_report_a_busy_shard() {
             assert_eq!(db.try_remove(b"k").unwrap(), None);
             assert_eq!(db.try_compare_and_set(b"k", Some(b"1"), Some(b"3")).unwrap(), None);
             assert_eq!(db.try_append(b"k", b"a").unwrap(), None);
+            let called = std::cell::Cell::new(false);
+            let tried = db.try_update(b"k", |_| {
+                called.set(true);
+                None
+            });
+            assert_eq!(tried.unwrap(), None);
+            assert!(!called.get(), "try_update ran its function on a busy shard");
             // Reads take no lock.
             assert_eq!(db.get(b"k").unwrap(), Some(b"1".to_vec()));
             release.send(()).unwrap();
@@ -523,6 +530,10 @@ fn try_writes_report_a_busy_shard() {
         assert_eq!(db.try_append(b"k", b"a").unwrap(), Some(()));
         assert_eq!(db.try_compare_and_set(b"k", Some(b"1ua"), Some(b"3")).unwrap(), Some(true));
         assert_eq!(db.try_compare_and_set(b"k", Some(b"1"), None).unwrap(), Some(false));
+        assert_eq!(
+            db.try_update(b"k", |v| v.map(|v| [v, b"!"].concat())).unwrap(),
+            Some(Some(b"3!".to_vec()))
+        );
         assert_eq!(db.try_set(b"k", b"4").unwrap(), Some(()));
         assert_eq!(db.get(b"k").unwrap(), Some(b"4".to_vec()));
         assert_eq!(db.try_remove(b"k").unwrap(), Some(true));

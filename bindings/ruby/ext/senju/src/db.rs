@@ -247,7 +247,18 @@ fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<
         let k = unsafe { key.as_slice() };
         // SAFETY: as for the key.
         let v = unsafe { value.as_slice() };
-        h.db.set(k, v).map_err(storage(ruby))?;
+        if !h.policy.tries_short_writes() {
+            h.db.set(k, v).map_err(storage(ruby))?;
+            return Ok(value);
+        }
+        if h.db.try_set(k, v).map_err(storage(ruby))?.is_some() {
+            return Ok(value);
+        }
+        h.policy.count_busy_wait();
+        let mut st = (bytes(key), bytes(value));
+        gvl::run(ruby, &h.policy, Weight::Batch, &mut st, |(k, v)| {
+            h.db.set(k, v).map(|()| Step::Done)
+        })?;
         return Ok(value);
     }
     if weight == Weight::Batch {
@@ -284,8 +295,23 @@ unsafe impl Send for InBuf {}
 /// `db.delete(key)`: removes the key; returns its value, or nil if it was absent.
 fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
     let h = rb_self.live(ruby)?;
+    let mut weight = Weight::Short;
+    if h.policy.tries_short_writes() {
+        let mut old = None;
+        // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
+        let k = unsafe { key.as_slice() };
+        let tried = h.db.try_update(k, |v| {
+            old = v.map(<[u8]>::to_vec);
+            None
+        });
+        if tried.map_err(storage(ruby))?.is_some() {
+            return Ok(old.map(|v| bin(ruby, &v)));
+        }
+        h.policy.count_busy_wait();
+        weight = Weight::Batch;
+    }
     let mut st = (bytes(key), None);
-    gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, old)| {
+    gvl::run(ruby, &h.policy, weight, &mut st, |(k, old)| {
         // `update` runs the closure under the shard lock: it only copies bytes.
         h.db.update(k, |v| {
             *old = v.map(<[u8]>::to_vec);
@@ -463,7 +489,20 @@ fn compare_and_set(
 ) -> Result<bool, Error> {
     let h = rb_self.live(ruby)?;
     let big = expected.map_or(0, |s| s.len()).max(new.map_or(0, |s| s.len())) >= BIG_VALUE;
-    let weight = if big { Weight::Batch } else { Weight::Short };
+    let mut weight = if big { Weight::Batch } else { Weight::Short };
+    if !big && h.policy.tries_short_writes() {
+        // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
+        let k = unsafe { key.as_slice() };
+        // SAFETY: as for the key.
+        let e = expected.as_ref().map(|s| unsafe { s.as_slice() });
+        // SAFETY: as for the key.
+        let n = new.as_ref().map(|s| unsafe { s.as_slice() });
+        if let Some(done) = h.db.try_compare_and_set(k, e, n).map_err(storage(ruby))? {
+            return Ok(done);
+        }
+        h.policy.count_busy_wait();
+        weight = Weight::Batch;
+    }
     let mut st = (bytes(key), expected.map(bytes), new.map(bytes), false);
     gvl::run(ruby, &h.policy, weight, &mut st, |(k, e, n, out)| {
         *out = h.db.compare_and_set(k, e.as_deref(), n.as_deref())?;
@@ -475,7 +514,18 @@ fn compare_and_set(
 /// `db.append(key, suffix)`: appends to the value (an absent key counts as empty).
 fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
-    let weight = if suffix.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let mut weight = if suffix.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    if weight == Weight::Short && h.policy.tries_short_writes() {
+        // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
+        let k = unsafe { key.as_slice() };
+        // SAFETY: as for the key.
+        let s = unsafe { suffix.as_slice() };
+        if h.db.try_append(k, s).map_err(storage(ruby))?.is_some() {
+            return Ok(());
+        }
+        h.policy.count_busy_wait();
+        weight = Weight::Batch;
+    }
     let mut st = (bytes(key), bytes(suffix));
     gvl::run(ruby, &h.policy, weight, &mut st, |(k, s)| h.db.append(k, s).map(|()| Step::Done))
 }
@@ -500,7 +550,9 @@ fn clear(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
 }
 
 /// `db.stats`: a Hash of counters (Symbol keys): the store's, plus `chunks`, the chunks of
-/// batch and scan work this handle has run (interrupts are checked between two chunks).
+/// batch and scan work this handle has run (interrupts are checked between two chunks), and
+/// `busy_waits`, the short writes under `:auto` that found their shard held by another
+/// thread and waited for it as a batch does.
 fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
     let h = rb_self.live(ruby)?;
     let mut st = None;
@@ -520,6 +572,7 @@ fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
         ("free_bytes", s.free_bytes),
         ("auto_rebuilds", s.auto_rebuilds),
         ("chunks", h.policy.chunks()),
+        ("busy_waits", h.policy.busy_waits()),
     ] {
         hash.aset(ruby.to_symbol(name), v)?;
     }

@@ -143,6 +143,9 @@ pub(crate) struct Policy {
     /// tests count them to bound how far a call runs after an interrupt. Single operations
     /// never touch it, so it adds no shared write to the hot path.
     chunks: AtomicU64,
+    /// Short writes under `Auto` that found their key's shard held by another thread and
+    /// waited for it as `Batch` work (released unless convoying), for `stats[:busy_waits]`.
+    busy_waits: AtomicU64,
     /// `now_ns()` until which `Batch` calls are held (0: release).
     hold_until: AtomicU64,
     /// Convoys seen back to back (the window's doubling count).
@@ -154,6 +157,7 @@ impl Policy {
         Policy {
             mode,
             chunks: AtomicU64::new(0),
+            busy_waits: AtomicU64::new(0),
             hold_until: AtomicU64::new(0),
             strikes: AtomicU32::new(0),
         }
@@ -166,6 +170,24 @@ impl Policy {
     /// Chunks of batch and scan work run so far.
     pub(crate) fn chunks(&self) -> u64 {
         self.chunks.load(Ordering::Relaxed)
+    }
+
+    /// Short writes that waited for a busy shard (see `busy_waits`).
+    pub(crate) fn busy_waits(&self) -> u64 {
+        self.busy_waits.load(Ordering::Relaxed)
+    }
+
+    /// Whether a short write should try its shard without waiting first: under `Auto`,
+    /// whose short calls keep the GVL, a wait for a shard another thread holds (for
+    /// milliseconds while its index grows or a rebuild copies it) is done released
+    /// instead, as a batch is.
+    pub(crate) fn tries_short_writes(&self) -> bool {
+        self.mode == Mode::Auto
+    }
+
+    /// Records one short write that found its shard busy.
+    pub(crate) fn count_busy_wait(&self) {
+        self.busy_waits.fetch_add(1, Ordering::Relaxed);
     }
 
     fn count_chunk(&self) {
