@@ -188,7 +188,14 @@ impl<R: Relax> RawSpinRwLock<R> {
     /// Takes the exclusive lock if nobody holds it; does not register as a waiting writer.
     #[inline]
     pub fn try_lock_exclusive(&self) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
+        // The free lock first, as `lock_exclusive` takes it: one read-for-ownership of the
+        // line instead of a read and then an upgrade.
+        // Acquire pairs with the Release of the previous holder's unlock.
+        let Err(mut s) =
+            self.state.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+        else {
+            return true;
+        };
         loop {
             if s & (WRITER | READERS) != 0 {
                 return false;
