@@ -162,61 +162,6 @@ fn check_value(len: usize) -> Result<()> {
     Ok(())
 }
 
-/// [`Db::remove`] under the key's shard lock, held as `w`.
-fn remove_in(w: &mut ShardWriter<'_>, hash: u64, key: &[u8]) -> Result<bool> {
-    let p = w.probe(hash, key)?;
-    w.delete(p, key)
-}
-
-/// [`Db::compare_and_set`] under the key's shard lock, held as `w` (`new` already checked).
-fn compare_and_set_in(
-    w: &mut ShardWriter<'_>,
-    hash: u64,
-    key: &[u8],
-    expected: Option<&[u8]>,
-    new: Option<&[u8]>,
-) -> Result<bool> {
-    let p = w.probe(hash, key)?;
-    let current = w.record(p)?.map(|r| r.value);
-    if current != expected {
-        return Ok(false);
-    }
-    match new {
-        Some(v) => w.put(p, hash, key, &[v])?,
-        None => {
-            w.delete(p, key)?;
-        }
-    }
-    Ok(true)
-}
-
-/// [`Db::update`] under the key's shard lock, held as `w`.
-fn update_in<F>(w: &mut ShardWriter<'_>, hash: u64, key: &[u8], f: F) -> Result<Option<Vec<u8>>>
-where
-    F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
-{
-    let p = w.probe(hash, key)?;
-    let new = f(w.record(p)?.map(|r| r.value));
-    match &new {
-        Some(v) => {
-            check_value(v.len())?;
-            w.put(p, hash, key, &[v])?;
-        }
-        None => {
-            w.delete(p, key)?;
-        }
-    }
-    Ok(new)
-}
-
-/// [`Db::append`] under the key's shard lock, held as `w`.
-fn append_in(w: &mut ShardWriter<'_>, hash: u64, key: &[u8], suffix: &[u8]) -> Result<()> {
-    let p = w.probe(hash, key)?;
-    let old = w.record(p)?.map_or(&[][..], |r| r.value);
-    check_value(old.len().saturating_add(suffix.len()))?;
-    w.put(p, hash, key, &[old, suffix])
-}
-
 impl Db {
     /// Opens (creating if needed) the database file at `path` with default options.
     pub fn open(path: impl AsRef<Path>) -> Result<Db, OpenError> {
@@ -385,62 +330,103 @@ impl Db {
     }
 
     /// Removes `key`; returns whether it was present.
+    #[inline]
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
-        let (hash, shard) = self.route_write(key)?;
-        remove_in(&mut shard.writer(&self.core.ctx)?, hash, key)
+        self.remove_at(key, true).map(Option::unwrap_or_default)
     }
 
     /// [`remove`](Db::remove) if no other thread holds the lock of `key`'s shard;
     /// `Ok(None)`, with nothing removed, if one does (see [`try_set`](Db::try_set)).
+    #[inline]
     pub fn try_remove(&self, key: &[u8]) -> Result<Option<bool>> {
+        self.remove_at(key, false)
+    }
+
+    /// [`remove`](Db::remove) (`wait`: for the shard lock) or [`try_remove`](Db::try_remove),
+    /// one body for both (see [`set_in`](Db::set_in)).
+    #[inline(never)]
+    fn remove_at(&self, key: &[u8], wait: bool) -> Result<Option<bool>> {
         let (hash, shard) = self.route_write(key)?;
-        shard.try_writer(&self.core.ctx)?.map(|mut w| remove_in(&mut w, hash, key)).transpose()
+        let Some(mut w) = shard.writer_or_busy(&self.core.ctx, wait)? else { return Ok(None) };
+        let p = w.probe(hash, key)?;
+        w.delete(p, key).map(Some)
     }
 
     /// If the value of `key` equals `expected` (`None`: absent), replaces it with `new`
     /// (`None`: remove) and returns `true`; otherwise changes nothing and returns `false`.
+    #[inline]
     pub fn compare_and_set(
         &self,
         key: &[u8],
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        let (hash, shard) = self.route_write(key)?;
-        if let Some(v) = new {
-            check_value(v.len())?;
-        }
-        compare_and_set_in(&mut shard.writer(&self.core.ctx)?, hash, key, expected, new)
+        self.compare_and_set_at(key, expected, new, true).map(Option::unwrap_or_default)
     }
 
     /// [`compare_and_set`](Db::compare_and_set) if no other thread holds the lock of
     /// `key`'s shard; `Ok(None)`, with nothing compared or written, if one does (see
     /// [`try_set`](Db::try_set)).
+    #[inline]
     pub fn try_compare_and_set(
         &self,
         key: &[u8],
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<Option<bool>> {
+        self.compare_and_set_at(key, expected, new, false)
+    }
+
+    /// Both forms of [`compare_and_set`](Db::compare_and_set) (`wait`: for the shard lock).
+    #[inline(never)]
+    fn compare_and_set_at(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+        wait: bool,
+    ) -> Result<Option<bool>> {
         let (hash, shard) = self.route_write(key)?;
         if let Some(v) = new {
             check_value(v.len())?;
         }
-        let w = shard.try_writer(&self.core.ctx)?;
-        w.map(|mut w| compare_and_set_in(&mut w, hash, key, expected, new)).transpose()
+        let Some(mut w) = shard.writer_or_busy(&self.core.ctx, wait)? else { return Ok(None) };
+        let p = w.probe(hash, key)?;
+        let current = w.record(p)?.map(|r| r.value);
+        if current != expected {
+            return Ok(Some(false));
+        }
+        match new {
+            Some(v) => w.put(p, hash, key, &[v])?,
+            None => {
+                w.delete(p, key)?;
+            }
+        }
+        Ok(Some(true))
     }
 
     /// Appends `suffix` to the value of `key` (an absent key counts as empty).
+    #[inline]
     pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<()> {
-        let (hash, shard) = self.route_write(key)?;
-        append_in(&mut shard.writer(&self.core.ctx)?, hash, key, suffix)
+        self.append_at(key, suffix, true).map(|_| ())
     }
 
     /// [`append`](Db::append) if no other thread holds the lock of `key`'s shard;
     /// `Ok(None)`, with nothing written, if one does (see [`try_set`](Db::try_set)).
+    #[inline]
     pub fn try_append(&self, key: &[u8], suffix: &[u8]) -> Result<Option<()>> {
+        self.append_at(key, suffix, false)
+    }
+
+    /// Both forms of [`append`](Db::append) (`wait`: for the shard lock).
+    #[inline(never)]
+    fn append_at(&self, key: &[u8], suffix: &[u8], wait: bool) -> Result<Option<()>> {
         let (hash, shard) = self.route_write(key)?;
-        let w = shard.try_writer(&self.core.ctx)?;
-        w.map(|mut w| append_in(&mut w, hash, key, suffix)).transpose()
+        let Some(mut w) = shard.writer_or_busy(&self.core.ctx, wait)? else { return Ok(None) };
+        let p = w.probe(hash, key)?;
+        let old = w.record(p)?.map_or(&[][..], |r| r.value);
+        check_value(old.len().saturating_add(suffix.len()))?;
+        w.put(p, hash, key, &[old, suffix]).map(Some)
     }
 
     /// Atomically replaces the value of `key` by `f(old)` (`None` in: absent; `None` out:
@@ -452,8 +438,7 @@ impl Db {
     where
         F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
     {
-        let (hash, shard) = self.route_write(key)?;
-        update_in(&mut shard.writer(&self.core.ctx)?, hash, key, f)
+        self.update_at(key, f, true).map(Option::unwrap_or_default)
     }
 
     /// [`update`](Db::update) if no other thread holds the lock of `key`'s shard;
@@ -462,8 +447,28 @@ impl Db {
     where
         F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
     {
+        self.update_at(key, f, false)
+    }
+
+    /// Both forms of [`update`](Db::update) (`wait`: for the shard lock).
+    fn update_at<F>(&self, key: &[u8], f: F, wait: bool) -> Result<Option<Option<Vec<u8>>>>
+    where
+        F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
         let (hash, shard) = self.route_write(key)?;
-        shard.try_writer(&self.core.ctx)?.map(|mut w| update_in(&mut w, hash, key, f)).transpose()
+        let Some(mut w) = shard.writer_or_busy(&self.core.ctx, wait)? else { return Ok(None) };
+        let p = w.probe(hash, key)?;
+        let new = f(w.record(p)?.map(|r| r.value));
+        match &new {
+            Some(v) => {
+                check_value(v.len())?;
+                w.put(p, hash, key, &[v])?;
+            }
+            None => {
+                w.delete(p, key)?;
+            }
+        }
+        Ok(Some(new))
     }
 
     /// The values of `keys`, in order (each lookup is separately atomic).

@@ -318,6 +318,16 @@ impl Shard {
         Ok(Some(ShardWriter { ctx, shard: self, st }))
     }
 
+    /// [`writer`](Self::writer) if `wait`, else [`try_writer`](Self::try_writer).
+    #[inline]
+    pub(crate) fn writer_or_busy<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        wait: bool,
+    ) -> Result<Option<ShardWriter<'a>>> {
+        if wait { self.writer(ctx).map(Some) } else { self.try_writer(ctx) }
+    }
+
     /// Takes the writer lock even after close (for close itself and for recovery).
     pub(crate) fn writer_unchecked<'a>(&'a self, ctx: &'a Ctx) -> ShardWriter<'a> {
         ShardWriter { ctx, shard: self, st: self.state.write() }
