@@ -287,7 +287,7 @@ impl Db {
     /// Sets `key` to `value`, replacing any previous value.
     #[inline]
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.set_in(key, value, true).map(|_| ())
+        self.set_at(key, value, true).map(|_| ())
     }
 
     /// [`set`](Db::set) if no other thread holds the lock of `key`'s shard; `Ok(None)`,
@@ -300,14 +300,14 @@ impl Db {
     /// [`rebuild`](Db::rebuild) copies it.
     #[inline]
     pub fn try_set(&self, key: &[u8], value: &[u8]) -> Result<Option<()>> {
-        self.set_in(key, value, false)
+        self.set_at(key, value, false)
     }
 
     /// [`set`](Db::set) (`wait`: for the shard lock) or [`try_set`](Db::try_set). One body
     /// for both, not inlined: with two inlined copies the compiler stopped inlining the
     /// record writing inside them, which cost about 30 instructions per `set` (callgrind).
     #[inline(never)]
-    fn set_in(&self, key: &[u8], value: &[u8], wait: bool) -> Result<Option<()>> {
+    fn set_at(&self, key: &[u8], value: &[u8], wait: bool) -> Result<Option<()>> {
         let (hash, shard) = self.route_write(key)?;
         check_value(value.len())?;
         let ctx = &self.core.ctx;
@@ -343,7 +343,7 @@ impl Db {
     }
 
     /// [`remove`](Db::remove) (`wait`: for the shard lock) or [`try_remove`](Db::try_remove),
-    /// one body for both (see [`set_in`](Db::set_in)).
+    /// one body for both (see [`set_at`](Db::set_at)).
     #[inline(never)]
     fn remove_at(&self, key: &[u8], wait: bool) -> Result<Option<bool>> {
         let (hash, shard) = self.route_write(key)?;
