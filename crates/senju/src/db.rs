@@ -311,6 +311,8 @@ impl Db {
         let (hash, shard) = self.route_write(key)?;
         check_value(value.len())?;
         let ctx = &self.core.ctx;
+        // Spelled out rather than `writer_or_busy`, which compiled to 7 more instructions
+        // per set here (callgrind).
         let w = if wait { Some(shard.writer(ctx)?) } else { shard.try_writer(ctx)? };
         match w {
             Some(mut w) => w.set(hash, key, value).map(Some),

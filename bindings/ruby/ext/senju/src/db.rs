@@ -241,25 +241,21 @@ fn read_big(
 /// `db[key] = value`.
 fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<RString, Error> {
     let h = rb_self.live(ruby)?;
-    let weight = if value.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let mut weight = if value.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
     if !h.policy.releases(weight) {
         // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
         let k = unsafe { key.as_slice() };
         // SAFETY: as for the key.
         let v = unsafe { value.as_slice() };
-        if !h.policy.tries_short_writes() {
-            h.db.set(k, v).map_err(storage(ruby))?;
-            return Ok(value);
+        match try_short(h, weight, || h.db.try_set(k, v)).map_err(storage(ruby))? {
+            Tried::Done(()) => return Ok(value),
+            // Waits below, as big values do.
+            Tried::Busy => weight = Weight::Batch,
+            Tried::Skipped => {
+                h.db.set(k, v).map_err(storage(ruby))?;
+                return Ok(value);
+            }
         }
-        if h.db.try_set(k, v).map_err(storage(ruby))?.is_some() {
-            return Ok(value);
-        }
-        h.policy.count_busy_wait();
-        let mut st = (bytes(key), bytes(value));
-        gvl::run(ruby, &h.policy, Weight::Batch, &mut st, |(k, v)| {
-            h.db.set(k, v).map(|()| Step::Done)
-        })?;
-        return Ok(value);
     }
     if weight == Weight::Batch {
         // A big value is not copied: a frozen String shares (or is) its buffer, which no
@@ -292,23 +288,53 @@ struct InBuf {
 // (so also pinned against compaction) until the store has copied the bytes.
 unsafe impl Send for InBuf {}
 
+/// What [`try_short`] did.
+enum Tried<T> {
+    /// The write ran; its result.
+    Done(T),
+    /// Another thread holds the key's shard (counted in `stats[:busy_waits]`): the caller
+    /// waits for it as `Weight::Batch` work, released unless a convoy was just seen.
+    Busy,
+    /// Not tried (not `:auto`, or not a short write): the caller goes on as it would.
+    Skipped,
+}
+
+/// Under `:auto`, whose short writes keep the GVL, runs `try_write` (the write if its
+/// shard is free) first, so that a wait for a busy shard is not done with the GVL held.
+fn try_short<T>(
+    h: &Handle,
+    weight: Weight,
+    try_write: impl FnOnce() -> senju::Result<Option<T>>,
+) -> senju::Result<Tried<T>> {
+    if weight != Weight::Short || !h.policy.tries_short_writes() {
+        return Ok(Tried::Skipped);
+    }
+    Ok(match try_write()? {
+        Some(done) => Tried::Done(done),
+        None => {
+            h.policy.count_busy_wait();
+            Tried::Busy
+        }
+    })
+}
+
 /// `db.delete(key)`: removes the key; returns its value, or nil if it was absent.
 fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
     let h = rb_self.live(ruby)?;
     let mut weight = Weight::Short;
-    if h.policy.tries_short_writes() {
-        let mut old = None;
-        // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
-        let k = unsafe { key.as_slice() };
-        let tried = h.db.try_update(k, |v| {
+    // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
+    let k = unsafe { key.as_slice() };
+    let mut old = None;
+    let tried = try_short(h, weight, || {
+        h.db.try_update(k, |v| {
             old = v.map(<[u8]>::to_vec);
             None
-        });
-        if tried.map_err(storage(ruby))?.is_some() {
-            return Ok(old.map(|v| bin(ruby, &v)));
-        }
-        h.policy.count_busy_wait();
-        weight = Weight::Batch;
+        })
+    });
+    match tried.map_err(storage(ruby))? {
+        Tried::Done(_) => return Ok(old.map(|v| bin(ruby, &v))),
+        Tried::Busy => weight = Weight::Batch,
+        Tried::Skipped => {}
     }
     let mut st = (bytes(key), None);
     gvl::run(ruby, &h.policy, weight, &mut st, |(k, old)| {
@@ -490,18 +516,16 @@ fn compare_and_set(
     let h = rb_self.live(ruby)?;
     let big = expected.map_or(0, |s| s.len()).max(new.map_or(0, |s| s.len())) >= BIG_VALUE;
     let mut weight = if big { Weight::Batch } else { Weight::Short };
-    if !big && h.policy.tries_short_writes() {
-        // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
-        let k = unsafe { key.as_slice() };
-        // SAFETY: as for the key.
-        let e = expected.as_ref().map(|s| unsafe { s.as_slice() });
-        // SAFETY: as for the key.
-        let n = new.as_ref().map(|s| unsafe { s.as_slice() });
-        if let Some(done) = h.db.try_compare_and_set(k, e, n).map_err(storage(ruby))? {
-            return Ok(done);
-        }
-        h.policy.count_busy_wait();
-        weight = Weight::Batch;
+    // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
+    let k = unsafe { key.as_slice() };
+    // SAFETY: as for the key.
+    let e = expected.as_ref().map(|s| unsafe { s.as_slice() });
+    // SAFETY: as for the key.
+    let n = new.as_ref().map(|s| unsafe { s.as_slice() });
+    match try_short(h, weight, || h.db.try_compare_and_set(k, e, n)).map_err(storage(ruby))? {
+        Tried::Done(done) => return Ok(done),
+        Tried::Busy => weight = Weight::Batch,
+        Tried::Skipped => {}
     }
     let mut st = (bytes(key), expected.map(bytes), new.map(bytes), false);
     gvl::run(ruby, &h.policy, weight, &mut st, |(k, e, n, out)| {
@@ -515,16 +539,12 @@ fn compare_and_set(
 fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
     let mut weight = if suffix.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
-    if weight == Weight::Short && h.policy.tries_short_writes() {
-        // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
-        let k = unsafe { key.as_slice() };
-        // SAFETY: as for the key.
-        let s = unsafe { suffix.as_slice() };
-        if h.db.try_append(k, s).map_err(storage(ruby))?.is_some() {
-            return Ok(());
-        }
-        h.policy.count_busy_wait();
-        weight = Weight::Batch;
+    // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
+    let (k, s) = (unsafe { key.as_slice() }, unsafe { suffix.as_slice() });
+    match try_short(h, weight, || h.db.try_append(k, s)).map_err(storage(ruby))? {
+        Tried::Done(()) => return Ok(()),
+        Tried::Busy => weight = Weight::Batch,
+        Tried::Skipped => {}
     }
     let mut st = (bytes(key), bytes(suffix));
     gvl::run(ruby, &h.policy, weight, &mut st, |(k, s)| h.db.append(k, s).map(|()| Step::Done))
