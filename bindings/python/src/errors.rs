@@ -63,6 +63,7 @@ static TOO_LARGE: Class = Class::new("TooLargeError");
 static CLOSED: Class = Class::new("ClosedError");
 static FULL: Class = Class::new("FullError");
 static READ_ONLY: Class = Class::new("ReadOnlyError");
+static FORKED: Class = Class::new("ForkedError");
 
 /// The Python exception for an error of an open database.
 pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
@@ -80,6 +81,9 @@ pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
             py,
             "the database was opened read-only; open it without readonly=True to write".to_owned(),
         ),
+        StorageError::Forked { opened_by } => {
+            FORKED.err_with(py, msg, |exc| exc.setattr("opened_by", opened_by))
+        }
         _ => ERROR.err(py, msg),
     }
 }

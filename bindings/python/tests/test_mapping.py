@@ -313,6 +313,60 @@ def test_second_writer_process_gets_locked_error(path: pathlib.Path) -> None:
     assert out.stdout.strip() == "opened", out.stderr
 
 
+FORK_SCRIPT = """
+import os, sys
+import senju
+
+path = sys.argv[1]
+db = senju.open(path)
+for i in range(1000):
+    db[b"a%d" % i] = b"x" * 100
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    try:
+        db[b"a1"]
+        report = "no error"
+    except senju.ForkedError as e:
+        report = "ForkedError %d" % e.opened_by
+    try:
+        db[b"c"] = b"child"
+        report += " / set: no error"
+    except senju.ForkedError:
+        pass
+    os.write(w, report.encode())
+    sys.exit(0)  # a normal exit: the interpreter frees `db` (closing the child's copy)
+os.close(w)
+_, status = os.waitpid(pid, 0)
+report = os.read(r, 1000).decode()
+try:
+    senju.open(path)
+    lock = "released"
+except senju.LockedError:
+    lock = "held"
+for i in range(100_000):  # far past the child's view of the file's end
+    db[b"b%d" % i] = b"y" * 100
+db.close()
+with senju.open(path) as db:
+    print(os.waitstatus_to_exitcode(status), report, lock, len(db), db.get(b"c"))
+"""
+
+
+def test_a_forked_child_can_neither_use_nor_damage_the_parents_database(
+    path: pathlib.Path,
+) -> None:
+    # In a subprocess: before the fix, the child's exit cut the parent's file and the
+    # parent died of SIGBUS at its next write.
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, str(path)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    parent = out.stdout.split()
+    assert parent == ["0", "ForkedError", parent[2], "held", "101000", "None"], out.stdout
+    assert parent[2].isdigit() and int(parent[2]) != os.getpid()
+
+
 def test_readonly(path: pathlib.Path) -> None:
     with senju.open(path) as db:
         db[b"k"] = b"v"

@@ -233,6 +233,47 @@ class TestContract < Minitest::Test
     assert_equal "v", Senju::DB.open(db_path, readonly: true) { |db| db["k"] }
   end
 
+  # A handle belongs to the process that opened it. Before this was handled, a child that
+  # returned normally from fork (Ruby frees every object at exit, which closed the child's
+  # copy of the handle) cut the parent's file to the child's view of its end and released
+  # the parent's lock; the parent then died of SIGBUS at its next write.
+  def test_a_forked_child_can_neither_use_nor_damage_the_parents_database
+    path = db_path
+    db = Senju::DB.open(path)
+    1000.times { |i| db["a#{i}"] = "x" * 100 }
+    Process.wait(fork { exit 0 })
+    assert_equal 0, $?.exitstatus
+    assert_raises(Senju::LockedError) { Senju::DB.open(path) }
+
+    r, w = IO.pipe
+    pid = fork do
+      r.close
+      reports = []
+      [-> { db["a1"] }, -> { db["c"] = "child" }, -> { db.get_many(%w[a1 a2]) },
+       -> { db.keys }, -> { db.sync }].each do |call|
+        call.call
+        reports << "no error"
+      rescue Senju::ForkedError => e
+        reports << (e.message.include?("opened by process #{Process.ppid}") ? "forked" : e.message)
+      end
+      w.write(reports.join(","))
+      exit 0
+    end
+    w.close
+    Process.wait(pid)
+    assert_equal 0, $?.exitstatus
+    assert_equal (["forked"] * 5).join(","), r.read
+
+    100_000.times { |i| db["b#{i}"] = "y" * 100 } # far past the child's view of the end
+    db.close
+    Senju::DB.open(path) do |d|
+      assert_equal 101_000, d.size
+      assert_nil d["c"]
+    end
+  ensure
+    db&.close
+  end
+
   def test_readonly_handles_share_and_refuse_writes
     Senju::DB.open(db_path) { |db| db["k"] = "v" }
     a = Senju::DB.open(db_path, readonly: true)

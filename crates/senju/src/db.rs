@@ -205,9 +205,18 @@ impl Db {
         self.core.ctx.closed.load(Ordering::Relaxed)
     }
 
-    /// Fails with `ReadOnly` on a read-only handle (checked before any write).
+    /// Fails with `Forked` in a child of `fork`, and with `ReadOnly` on a read-only handle
+    /// (checked before any write that does not go through [`route_index`](Db::route_index)).
     #[inline]
     fn writable(&self) -> Result<()> {
+        self.core.ctx.region.check_fork()?;
+        self.writable_routed()
+    }
+
+    /// [`writable`](Db::writable) after [`route_index`](Db::route_index), which checked for a
+    /// fork already.
+    #[inline]
+    fn writable_routed(&self) -> Result<()> {
         if self.read_only {
             return Err(StorageError::ReadOnly);
         }
@@ -238,7 +247,7 @@ impl Db {
         let (hash, shard) = self.route(key)?;
         // Started before the shard lock is taken, so the slot's load overlaps that.
         shard.prefetch(&self.core.ctx, hash);
-        self.writable()?;
+        self.writable_routed()?;
         Ok((hash, shard))
     }
 
@@ -255,6 +264,7 @@ impl Db {
         if self.core.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
+        self.core.ctx.region.check_fork()?;
         check_key(key)?;
         let hash = format::key_hash(key, self.core.ctx.salt);
         // At most 16 shard bits (`Header::MAX_SHARD_BITS`), so the index fits a u32.
@@ -628,6 +638,7 @@ impl Db {
         if self.core.ctx.closed.load(Ordering::Relaxed) {
             return Err(StorageError::Closed);
         }
+        self.core.ctx.region.check_fork()?;
         if self.core.path.is_none() || self.read_only {
             return Ok(());
         }
@@ -669,6 +680,7 @@ impl Db {
 
     /// Counters (momentary; each shard is locked briefly).
     pub fn stats(&self) -> Result<Stats> {
+        self.core.ctx.region.check_fork()?;
         let mut s = Stats {
             shards: self.core.shards.len() as u64,
             file_bytes: self.core.ctx.file_end.load(Ordering::Relaxed),
@@ -690,7 +702,17 @@ impl Db {
     /// Closes the database: waits for writers in flight, writes the directory, syncs (hard),
     /// trims the file, marks it clean and releases the lock. Later calls fail with `Closed`
     /// (`close` itself returns `Ok`). Dropping the handle closes it too, ignoring errors.
+    ///
+    /// In a child process made by `fork` (the handle belongs to the parent; see
+    /// [`StorageError::Forked`]) closing only marks this copy of the handle closed: the file,
+    /// its lock and the helper threads stay the parent's, untouched.
     pub fn close(&self) -> Result<()> {
+        if self.core.ctx.region.forked() {
+            // Before any lock: one may have been held by a parent thread at the fork.
+            self.core.ctx.closed.store(true, Ordering::Relaxed);
+            self.core.ctx.auto.forget_thread();
+            return Ok(());
+        }
         let mut done = self.close_done.lock().unwrap_or_else(|e| e.into_inner());
         if *done {
             return Ok(());

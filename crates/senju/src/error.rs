@@ -191,6 +191,13 @@ pub enum StorageError {
     Io(io::Error),
     /// A write on a handle opened with [`Builder::read_only`](crate::Builder::read_only).
     ReadOnly,
+    /// A call in a child process (made by `fork`) on a handle its parent opened: a handle
+    /// belongs to the process that opened it. Open the database in the child once the
+    /// parent has closed it, or open it only after forking.
+    Forked {
+        /// The process that opened the handle.
+        opened_by: u32,
+    },
 }
 
 impl fmt::Display for StorageError {
@@ -220,6 +227,12 @@ impl fmt::Display for StorageError {
             StorageError::ReadOnly => {
                 write!(f, "the database was opened read-only; open it without `read_only` to write")
             }
+            StorageError::Forked { opened_by } => write!(
+                f,
+                "this handle was opened by process {opened_by}, and this process is a child of \
+                 it made by fork, where the handle cannot be used; open the database here once \
+                 the parent has closed it, or open it only after forking"
+            ),
         }
     }
 }

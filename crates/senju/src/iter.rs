@@ -41,7 +41,13 @@ impl Iterator for Iter<'_> {
             // Copy the shard's offsets under its lock (a consistent snapshot of that shard);
             // the pin keeps the records in place after the lock is released.
             self.pin = Some(self.db.pin());
-            let snapshot = shard.writer(self.db.ctx()).and_then(|w| w.live_offsets());
+            let snapshot = self
+                .db
+                .ctx()
+                .region
+                .check_fork()
+                .and_then(|()| shard.writer(self.db.ctx()))
+                .and_then(|w| w.live_offsets());
             match snapshot {
                 Ok(v) => {
                     self.offsets = v;
@@ -151,6 +157,7 @@ impl Cursor {
             // The pin keeps the records at the copied offsets in place while their keys are
             // read, after the shard lock is released.
             let _pin = db.pin();
+            db.ctx().region.check_fork()?;
             let offsets = shard.writer(db.ctx())?.live_offsets()?;
             for off in offsets {
                 self.keys.push_back(db.key_at(off)?);

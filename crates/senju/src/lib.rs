@@ -41,7 +41,9 @@
 //!   synced before the crash is there and no torn record is ever returned. Records written
 //!   after the last sync may be lost.
 //! - **One writer process.** Opening takes an advisory lock (`flock`); a second opener gets
-//!   [`OpenError::Locked`] naming the holder's pid.
+//!   [`OpenError::Locked`] naming the holder's pid. A handle belongs to the process that
+//!   opened it: in a child made by `fork` every call fails with [`StorageError::Forked`], and
+//!   closing or dropping the handle there leaves the file, its lock and the parent alone.
 //! - **Limits.** Keys up to [`MAX_KEY_LEN`] (1 MiB), values up to [`MAX_VALUE_LEN`] (1 GiB);
 //!   larger inputs fail with [`StorageError::TooLarge`]. A file up to 8 TiB (set the limit
 //!   with [`Builder::max_size`]). The index lives in the file, so data larger than memory
@@ -56,6 +58,7 @@ mod db;
 mod epoch;
 mod error;
 mod file_lock;
+mod fork;
 mod format;
 mod free_space;
 mod iter;

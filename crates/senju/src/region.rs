@@ -63,6 +63,10 @@ pub(crate) struct Region {
     /// The map is anonymous memory, not the file (the memory engine; see
     /// [`anonymous`](Region::anonymous)).
     anonymous: bool,
+    /// This process's fork count when the region was made, and its pid: in a child of `fork`
+    /// the region belongs to the parent (see `fork.rs`).
+    fork_generation: u64,
+    opened_by: u32,
 }
 
 /// A thread that faults in pages of the map on request (`MADV_POPULATE_WRITE`), so that the
@@ -221,6 +225,7 @@ impl Region {
     ) -> Result<Region, RegionError> {
         let want = crate::format::align_up(reserve.max(len).max(GROW_STEP), GROW_STEP);
         let floor = shrink.then(|| crate::format::align_up(len, GROW_STEP) + GROW_STEP);
+        let fork_generation = crate::fork::generation().map_err(RegionError::Io)?;
         let (base, reserved) = reserve_address_space(want, floor.map(|f| f.min(want)))?;
         let region = Region {
             base,
@@ -233,12 +238,34 @@ impl Region {
             preallocate: false,
             hard_syncs: AtomicU64::new(1),
             anonymous: false,
+            fork_generation,
+            opened_by: std::process::id(),
         };
         if len > 0 {
             region.map_range(0, len).map_err(RegionError::Io)?;
             region.mapped.store(len, Ordering::Release);
         }
         Ok(region)
+    }
+
+    /// `Err(Forked)` in a child of `fork` (see `fork.rs`): nothing here may be used then.
+    #[inline(always)]
+    pub(crate) fn check_fork(&self) -> Result<(), crate::StorageError> {
+        if crate::fork::forked_since(self.fork_generation) {
+            return Err(self.forked_error());
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn forked_error(&self) -> crate::StorageError {
+        crate::StorageError::Forked { opened_by: self.opened_by }
+    }
+
+    /// Whether this process is a child, made by `fork`, of the one that made the region.
+    pub(crate) fn forked(&self) -> bool {
+        crate::fork::forked_since(self.fork_generation)
     }
 
     /// Bytes of address space reserved: the most the file can grow to while mapped here.
@@ -539,6 +566,14 @@ impl Region {
     /// Later requests populate in the calling thread.
     pub(crate) fn stop_prefaulter(&self) {
         if let Some(Some(p)) = self.prefaulter.get() {
+            if self.forked() {
+                // The thread is the parent's: it does not exist here, and joining it would
+                // wait forever (`try_lock`: a parent thread may have held the lock).
+                if let Ok(mut handle) = p.handle.try_lock() {
+                    std::mem::forget(handle.take());
+                }
+                return;
+            }
             p.shared.stop.store(true, Ordering::Release);
             p.thread.unpark();
             let handle = p.handle.lock().unwrap_or_else(|e| e.into_inner()).take();

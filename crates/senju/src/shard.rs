@@ -300,6 +300,9 @@ impl Shard {
     }
 
     /// Takes the shard's writer lock; fails with `Closed` once the database is closed.
+    ///
+    /// Callers check for a fork first (`Db::route_index`, `Db::writable`, the scans): in a
+    /// child of `fork` the lock may have been held by a parent thread at the fork.
     pub(crate) fn writer<'a>(&'a self, ctx: &'a Ctx) -> Result<ShardWriter<'a>> {
         let st = self.state.write();
         if ctx.closed.load(Ordering::Relaxed) {
@@ -309,7 +312,8 @@ impl Shard {
     }
 
     /// Takes the shard's writer lock only if no other thread holds it (`Ok(None)` if one
-    /// does); fails with `Closed` once the database is closed.
+    /// does); fails with `Closed` once the database is closed. Callers check for a fork
+    /// first, as for `writer`.
     pub(crate) fn try_writer<'a>(&'a self, ctx: &'a Ctx) -> Result<Option<ShardWriter<'a>>> {
         let Some(st) = self.state.try_write() else { return Ok(None) };
         if ctx.closed.load(Ordering::Relaxed) {

@@ -24,6 +24,7 @@ __all__ = [
     "TooLargeError",
     "FullError",
     "ReadOnlyError",
+    "ForkedError",
 ]
 
 
@@ -85,3 +86,13 @@ class FullError(Error):
 
 class ReadOnlyError(Error):
     """A write on a database opened with ``readonly=True``."""
+
+
+class ForkedError(Error):
+    """A call in a child process made by ``os.fork()`` (or ``multiprocessing`` with the
+    ``fork`` start method) on a database its parent opened: a handle belongs to the process
+    that opened it. ``opened_by`` is that process's id. Closing or collecting the handle in
+    the child leaves the file and the parent alone. Open the database in the child once the
+    parent has closed it, or open it only after forking."""
+
+    opened_by: int

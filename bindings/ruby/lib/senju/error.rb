@@ -30,4 +30,9 @@ module Senju
   class FullError < Error; end
   # A write on a handle opened with readonly: true.
   class ReadOnlyError < Error; end
+  # A call in a child process made by fork on a handle its parent opened: a handle
+  # belongs to the process that opened it. Closing or collecting it in the child leaves
+  # the file and the parent alone; open the database in the child once the parent has
+  # closed it, or open it only after forking.
+  class ForkedError < Error; end
 end

@@ -15,6 +15,7 @@
 //! | `StorageError::Closed` | `Senju::ClosedError` |
 //! | `StorageError::Full` | `Senju::FullError` |
 //! | `StorageError::ReadOnly` | `Senju::ReadOnlyError` |
+//! | `StorageError::Forked` | `Senju::ForkedError` |
 //!
 //! Every class is a subclass of `Senju::Error < StandardError`; the message is the Rust
 //! error's, which says what to do.
@@ -57,6 +58,7 @@ classes! {
     CLOSED = "ClosedError";
     FULL = "FullError";
     READ_ONLY = "ReadOnlyError";
+    FORKED = "ForkedError";
 }
 
 /// The exception for a failed operation on an open database.
@@ -68,6 +70,7 @@ pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
         StorageError::Full { .. } => &FULL,
         StorageError::Io(_) => &IO,
         StorageError::ReadOnly => &READ_ONLY,
+        StorageError::Forked { .. } => &FORKED,
         _ => &BASE,
     };
     Error::new(ruby.get_inner(class), e.to_string())
