@@ -436,7 +436,22 @@ fn hand_out_space(
     walk: &recovery::Walk,
     recovered: bool,
 ) -> std::io::Result<()> {
-    let Space { chunks, free, voided } = sort_space(shards, walk);
+    let Space { chunks, mut free, voided } = sort_space(shards, walk);
+    if !recovered {
+        // A cleanly closed file's gaps are free extents that `close` punched: they read as
+        // zeros. A gap that does not is a record chunk whose header was damaged, and the
+        // index, trusted in a clean open, may still name records inside it: handing that
+        // space out would let new chunks overwrite them. It stays unused instead (a
+        // recovery, or a copy by `senju rebuild`, gets it back).
+        let file = ctx.region.file();
+        let mut damaged = Vec::new();
+        for &(off, len) in &walk.gaps {
+            if !reads_as_zeros(file, off, len)? {
+                damaged.push((off, len));
+            }
+        }
+        free.retain(|e| !damaged.contains(e));
+    }
     let mut punch = voided;
     if recovered {
         punch.extend(&walk.gaps);
@@ -456,6 +471,44 @@ fn hand_out_space(
         s.set_chunks(c.into_iter().map(|(_, e)| e).collect());
     }
     Ok(())
+}
+
+/// Whether bytes `off..off + len` of `file` all read as zero. Holes are passed over without
+/// reading (`SEEK_DATA`/`SEEK_HOLE`); where the file system cannot tell, everything is read.
+fn reads_as_zeros(file: &File, off: u64, len: u64) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let seek = |pos: u64, whence| {
+        // SAFETY: `lseek` on a descriptor we own; this file's readers use `pread`, which
+        // does not depend on the offset it moves.
+        let r = unsafe { libc::lseek(file.as_raw_fd(), pos as libc::off_t, whence) };
+        if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as u64) }
+    };
+    let end = off + len;
+    let mut pos = off;
+    let mut buf = vec![0u8; 64 << 10];
+    while pos < end {
+        let data = match seek(pos, libc::SEEK_DATA) {
+            Ok(d) => d.max(pos),
+            // Nothing but a hole from `pos` to the end of the file.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Ok(true),
+            Err(_) => pos,
+        };
+        if data >= end {
+            return Ok(true);
+        }
+        let to = seek(data, libc::SEEK_HOLE).map_or(end, |h| h.clamp(data + 1, end));
+        let mut at = data;
+        while at < to {
+            let n = ((to - at) as usize).min(buf.len());
+            file.read_exact_at(&mut buf[..n], at)?;
+            if buf[..n].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+        pos = to;
+    }
+    Ok(true)
 }
 
 /// The space a walk found, sorted: each shard's live record chunks (with their sequence

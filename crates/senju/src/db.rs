@@ -844,13 +844,23 @@ impl Core {
             if stopped() {
                 break;
             }
-            let mut w = shard.writer(&self.ctx)?;
-            if pick(&w)
-                && let Some(c) = w.compact()?
-            {
-                work.push((id, c));
+            let compacted = shard
+                .writer(&self.ctx)
+                .and_then(|mut w| if pick(&w) { w.compact() } else { Ok(None) });
+            match compacted {
+                Ok(Some(c)) => work.push((id, c)),
+                Ok(None) => {}
+                Err(e) => {
+                    // Nothing is committed: the shards copied so far keep their old chunks
+                    // (valid on disk, behind their copies) for a later rebuild to free.
+                    for (id, c) in work {
+                        if let Ok(mut w) = self.shards[id].writer(&self.ctx) {
+                            w.abandon(c);
+                        }
+                    }
+                    return Err(e);
+                }
             }
-            drop(w);
             progress(id as u64 + 1, total);
         }
         let mut pass = Pass { shards: work.len() as u64, ..Pass::default() };

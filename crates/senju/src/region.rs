@@ -737,7 +737,8 @@ impl Region {
         unsafe { self.bytes(off, n) }
     }
 
-    /// Copies `data` to `off`. Returns `None` (writing nothing) if out of range.
+    /// Copies `data` to `off`. Returns `None` (writing nothing) if out of range, or if a
+    /// `data` longer than 64 bytes overlaps the destination.
     ///
     /// # Safety
     ///
@@ -751,14 +752,21 @@ impl Region {
         }
         // Both copies below are in bounds, with exclusive access by the caller's contract;
         // `data` cannot overlap the destination unless it was borrowed from the same
-        // unpublished range, which the contract excludes. Records of small keys and values are copied without a `memcpy` call
+        // unpublished range, which the contract excludes (small ones come from the caller's
+        // stack). Records of small keys and values are copied without a `memcpy` call
         // (`copy_short`), which for them costs more than the copy.
         if data.len() <= 64 {
             // SAFETY: see above; no other reference to these bytes exists meanwhile.
             let dst = unsafe { std::slice::from_raw_parts_mut(self.at(off), data.len()) };
             crate::format::copy_short(dst, data);
         } else {
-            // SAFETY: see above.
+            let (src, dst) = (data.as_ptr() as usize, self.at(off) as usize);
+            // Only a damaged file could make a record's bytes run into the space being
+            // written (a trusted index naming garbage): refuse rather than copy onto itself.
+            if src < dst + data.len() && dst < src + data.len() {
+                return None;
+            }
+            // SAFETY: see above; the ranges do not overlap (just checked).
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len()) };
         }
         Some(())

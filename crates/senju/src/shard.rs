@@ -812,6 +812,14 @@ impl<'a> ShardWriter<'a> {
     /// most 3/4 full), then publishes the table. The old chunks stay intact (and in the
     /// file's replay order the copies come after them) until `Db::rebuild` commits; `None`
     /// when the shard has no record chunks.
+    ///
+    /// If the copy fails midway (a damaged record, a full disk), the shard stays consistent:
+    /// each record is copied and then the old table's slot is pointed at its copy (same key
+    /// and value, so readers see no change), so the old table names the newest record of
+    /// every key, in replay order too. A later removal then kills the copy, not an older
+    /// record that a replay after a crash would find overridden by the copy (which would
+    /// bring the key back). The old chunks go back on the shard's list, the copies count as
+    /// dead where they replaced a record, and the unpublished table is freed as a retired one.
     pub(crate) fn compact(&mut self) -> Result<Option<Compacted>> {
         if self.st.chunks.is_empty() {
             return Ok(None);
@@ -822,29 +830,78 @@ impl<'a> ShardWriter<'a> {
         // after every old chunk.
         self.st.chunk = 0;
         let first_seq = self.st.next_seq;
-        let new = self.new_table(table_len_for(self.count(), 3, 4))?;
-        self.reserve(0)?;
-        let first_chunk = self.st.chunk;
-        let region = &self.ctx.region;
-        let mut live_bytes = 0;
-        if let Some(old) = old_table {
-            for slot in old.view(region)? {
-                let s = slot.load(Ordering::Relaxed);
-                if s == 0 || s == TOMBSTONE {
-                    continue;
+        let mut new = None;
+        let mut copied = 0;
+        match self.copy_live(old_table, &mut new, &mut copied) {
+            Ok(()) => {
+                let new = new.expect("a successful copy made its table");
+                let first_chunk = self.st.chunks.first().map_or(0, |r| r.off);
+                self.publish_table(Some(new));
+                self.st.tombs = 0;
+                self.st.live_bytes = copied;
+                self.st.dead_bytes = 0;
+                Ok(Some(Compacted { first_chunk, first_seq, old_chunks }))
+            }
+            Err(e) => {
+                let copies = std::mem::replace(&mut self.st.chunks, old_chunks);
+                self.st.chunks.extend(copies);
+                self.st.dead_bytes += copied;
+                if let Some(t) = new {
+                    let epoch = self.ctx.epochs.retire();
+                    self.st.limbo.push((t.chunk, t.len, epoch));
                 }
-                let rec = table::record_at(region, format::slot_offset(s))?;
-                let (off, len) = self.append(REC_SET, rec.key, &[rec.value])?;
-                live_bytes += len;
-                let hash = format::key_hash(rec.key, self.ctx.salt);
-                table::insert_slot(new.view(region)?, hash, format::slot_encode(off, hash))?;
+                Err(e)
             }
         }
-        self.publish_table(Some(new));
-        self.st.tombs = 0;
-        self.st.live_bytes = live_bytes;
-        self.st.dead_bytes = 0;
-        Ok(Some(Compacted { first_chunk, first_seq, old_chunks }))
+    }
+
+    /// [`compact`](Self::compact)'s copy: a new table into `new`, then each live record of
+    /// `old` appended (after the old chunks) and entered there, with the old table's slot
+    /// pointed at the copy; `copied` counts the bytes copied.
+    fn copy_live(
+        &mut self,
+        old: Option<TableRef>,
+        new: &mut Option<TableRef>,
+        copied: &mut u64,
+    ) -> Result<()> {
+        let t = self.new_table(table_len_for(self.count(), 3, 4))?;
+        *new = Some(t);
+        self.reserve(0)?;
+        let Some(old) = old else { return Ok(()) };
+        let region = &self.ctx.region;
+        for slot in old.view(region)? {
+            let s = slot.load(Ordering::Relaxed);
+            if s == 0 || s == TOMBSTONE {
+                continue;
+            }
+            let at = format::slot_offset(s);
+            let rec = table::record_at(region, at)?;
+            // A damaged record is reported, not copied: the copy would carry a fresh, valid
+            // checksum over the damage, and a damaged length may even reach into the space
+            // the copy goes to.
+            if rec.kind != REC_SET || !rec.verify(self.ctx.salt) {
+                return Err(StorageError::Corrupted {
+                    offset: at,
+                    what: "record checksum mismatch",
+                });
+            }
+            let (off, len) = self.append(REC_SET, rec.key, &[rec.value])?;
+            *copied += len;
+            let hash = format::key_hash(rec.key, self.ctx.salt);
+            table::insert_slot(t.view(region)?, hash, format::slot_encode(off, hash))?;
+            // Release: a reader that loads the new value sees the whole copy (`compact`).
+            slot.store(format::slot_encode(off, hash), Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Gives up a compaction that will not be committed: its old chunks go back on the
+    /// shard's list, ahead of the copy's, all of their bytes dead (the copy holds every live
+    /// record), so that the next rebuild copies the shard again and frees them.
+    pub(crate) fn abandon(&mut self, c: Compacted) {
+        self.st.dead_bytes += c.old_chunks.iter().map(|r| r.len).sum::<u64>();
+        let copies = std::mem::replace(&mut self.st.chunks, c.old_chunks);
+        self.st.chunks.extend(copies);
     }
 
     /// Commits a compaction: the first chunk of the copy says that older chunks are void.
