@@ -161,7 +161,10 @@ impl PerfArgs {
     /// or a new in-memory one, with `--buckets` as the capacity hint and automatic rebuilds
     /// only if `--auto_rebuild` asks for them.
     pub(crate) fn open(&self, path: &std::path::Path, truncate: bool) -> Result<Db, String> {
-        let builder = Db::builder().capacity_hint(self.buckets).auto_rebuild(self.auto_rebuild);
+        let builder = Db::builder()
+            .capacity_hint(self.buckets)
+            .auto_rebuild(self.auto_rebuild)
+            .recovery_progress(crate::progress::recovery_bar());
         match self.engine {
             Engine::Memory => builder.memory(),
             Engine::File => builder.truncate(truncate).open(path),

@@ -18,7 +18,11 @@ pub(crate) fn open_read(path: &Path) -> Result<Db, String> {
 
 /// Opens a database for writing, creating it if `create`.
 pub(crate) fn open_write(path: &Path, create: bool) -> Result<Db, String> {
-    Db::builder().create(create).open(path).map_err(|e| open_error(path, e))
+    Db::builder()
+        .create(create)
+        .recovery_progress(crate::progress::recovery_bar())
+        .open(path)
+        .map_err(|e| open_error(path, e))
 }
 
 /// The engine's message, with command-line advice where the engine's is about its API.

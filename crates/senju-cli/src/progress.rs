@@ -60,3 +60,17 @@ impl Progress {
         }
     }
 }
+
+/// A `Builder::recovery_progress` callback: a "recovering" bar while an open replays a file
+/// that was not closed cleanly (drawn only when standard error is a terminal, as every bar).
+pub(crate) fn recovery_bar() -> impl Fn(u64, u64) + Send + Sync + 'static {
+    let bar: std::sync::Mutex<Option<Progress>> = std::sync::Mutex::new(None);
+    move |done, total| {
+        let mut bar = bar.lock().unwrap_or_else(|e| e.into_inner());
+        let p = bar.get_or_insert_with(|| Progress::new("recovering", total));
+        p.tick(done);
+        if done >= total {
+            p.finish();
+        }
+    }
+}

@@ -39,7 +39,11 @@ pub(crate) fn import(
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         (Box::new(f), len)
     };
-    let db = Db::builder().truncate(truncate).open(path).map_err(|e| open_error(path, e))?;
+    let db = Db::builder()
+        .truncate(truncate)
+        .recovery_progress(crate::progress::recovery_bar())
+        .open(path)
+        .map_err(|e| open_error(path, e))?;
     let name = if is_stdio(file) { "standard input".into() } else { file.display().to_string() };
     let progress = Progress::new("import", total);
     let mut reader = BufReader::with_capacity(1 << 16, input);

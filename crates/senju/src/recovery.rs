@@ -115,9 +115,20 @@ pub(crate) fn walk_file(
 /// Rebuilds the index of every shard from the live record chunks, visiting each shard's
 /// chunks by sequence number. The caller has set `ctx.file_end` past them, so new index
 /// tables go after the walked space.
-pub(crate) fn replay(ctx: &Ctx, shards: &[Shard], w: &Walk) -> Result<()> {
+///
+/// `progress(done, total)`: bytes of those chunks replayed so far, reported each time another
+/// thousandth is done, and at the end.
+pub(crate) fn replay(
+    ctx: &Ctx,
+    shards: &[Shard],
+    w: &Walk,
+    progress: &dyn Fn(u64, u64),
+) -> Result<()> {
     let mut chunks: Vec<&Found> = w.chunks.iter().filter(|c| w.live(c)).collect();
     chunks.sort_by_key(|c| (c.shard, c.seq, c.off));
+    let total: u64 = chunks.iter().map(|c| c.end - c.off).sum();
+    let (mut done, mut reported) = (0u64, 0u64);
+    progress(0, total);
     let mut i = 0;
     while i < chunks.len() {
         let id = chunks[i].shard;
@@ -134,9 +145,16 @@ pub(crate) fn replay(ctx: &Ctx, shards: &[Shard], w: &Walk) -> Result<()> {
                 w.replay(at, &rec)?;
                 at += rec.len;
             }
+            done += c.end - c.off;
+            let step = done * 1000 / total.max(1);
+            if step != reported && done < total {
+                reported = step;
+                progress(done, total);
+            }
             i += 1;
         }
     }
+    progress(total, total);
     Ok(())
 }
 

@@ -307,3 +307,42 @@ fn a_damaged_chunk_header_in_a_clean_file_is_not_reused() {
         }
     }
 }
+
+/// `Builder::recovery_progress` hears about a recovery (bytes replayed, rising to the total)
+/// and nothing about a clean open.
+#[test]
+fn recovery_reports_its_progress() {
+    use std::sync::{Arc, Mutex};
+    let dir = TempDir::new("progress");
+    let path = dir.file("p.sj");
+    let db = Db::builder().shards(4).open(&path).unwrap();
+    for i in 0..20_000u32 {
+        db.set(format!("k{i}").as_bytes(), &[7; 50]).unwrap();
+    }
+    let crashed = std::fs::read(&path).unwrap(); // not closed: needs recovery
+    db.close().unwrap();
+    drop(db);
+
+    let open = |calls: &Arc<Mutex<Vec<(u64, u64)>>>| {
+        let c = Arc::clone(calls);
+        Db::builder()
+            .recovery_progress(move |done, total| c.lock().unwrap().push((done, total)))
+            .open(&path)
+            .unwrap()
+    };
+    let clean = Arc::new(Mutex::new(Vec::new()));
+    drop(open(&clean));
+    assert!(clean.lock().unwrap().is_empty(), "a clean open reported recovery");
+
+    std::fs::write(&path, &crashed).unwrap();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let db = open(&calls);
+    assert_eq!(db.len(), 20_000);
+    let calls = calls.lock().unwrap();
+    let total = calls[0].1;
+    assert!(total > 20_000 * 50, "total {total}");
+    assert_eq!(calls[0].0, 0);
+    assert_eq!(*calls.last().unwrap(), (total, total));
+    assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0 && w[1].1 == total), "{calls:?}");
+    assert!(calls.len() > 2 && calls.len() <= 1002, "{} calls", calls.len());
+}
