@@ -246,7 +246,7 @@ impl PyDb {
     #[new]
     #[pyo3(signature = (path=None, *, memory=false, readonly=false, truncate=false, create=true,
                         gil="auto", shards=None, max_size=None, capacity_hint=None,
-                        auto_rebuild=None))]
+                        auto_rebuild=None, recovery_progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -260,6 +260,7 @@ impl PyDb {
         max_size: Option<u64>,
         capacity_hint: Option<u64>,
         auto_rebuild: Option<u64>,
+        recovery_progress: Option<Py<PyAny>>,
     ) -> PyResult<PyDb> {
         let gil = Gil::parse(py, gil)?;
         let mut b = Db::builder().create(create).truncate(truncate).read_only(readonly);
@@ -274,6 +275,27 @@ impl PyDb {
         }
         if let Some(n) = auto_rebuild {
             b = b.auto_rebuild((n > 0).then_some(n));
+        }
+        // The callback's first exception, raised once the open is done (a recovery cannot
+        // stop halfway).
+        let raised: Arc<std::sync::Mutex<Option<PyErr>>> = Arc::default();
+        if let Some(cb) = recovery_progress {
+            if !cb.bind(py).is_callable() {
+                return Err(PyTypeError::new_err(
+                    "recovery_progress must be callable as recovery_progress(done, total)",
+                ));
+            }
+            let raised = Arc::clone(&raised);
+            b = b.recovery_progress(move |done, total| {
+                Python::attach(|py| {
+                    let mut first = raised.lock().unwrap_or_else(|e| e.into_inner());
+                    if first.is_none()
+                        && let Err(e) = cb.call1(py, (done, total))
+                    {
+                        *first = Some(e);
+                    }
+                });
+            });
         }
         let path = match (path, memory) {
             (None, true) => None,
@@ -300,6 +322,11 @@ impl PyDb {
             None => b.memory(),
         })
         .map_err(|e| errors::open(py, e))?;
+        if let Some(e) = raised.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // The database is open and recovered; closing it marks the file clean.
+            Gil::run(py, gil.releases_long(), || db.close()).map_err(|e| errors::storage(py, e))?;
+            return Err(e);
+        }
         let inner = Inner {
             db,
             gil,

@@ -367,6 +367,35 @@ def test_a_forked_child_can_neither_use_nor_damage_the_parents_database(
     assert parent[2].isdigit() and int(parent[2]) != os.getpid()
 
 
+def test_recovery_progress_is_reported_and_its_exception_raised(path: pathlib.Path) -> None:
+    db = senju.open(path)
+    db.set_many({b"k%d" % i: b"v" * 50 for i in range(20_000)})
+    crashed = path.read_bytes()  # as a crash leaves it: not closed
+    db.close()
+    calls: list = []
+    with senju.open(path, recovery_progress=lambda d, t: calls.append((d, t))):
+        pass
+    assert calls == []  # a clean open recovers nothing
+    path.write_bytes(crashed)
+    with senju.open(path, recovery_progress=lambda d, t: calls.append((d, t))) as db:
+        assert len(db) == 20_000
+    total = calls[0][1]
+    assert calls[0] == (0, total) and calls[-1] == (total, total) and total > 20_000 * 50
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))
+
+    path.write_bytes(crashed)
+
+    def fail(done: int, total: int) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        senju.open(path, recovery_progress=fail)
+    with senju.open(path) as db:  # recovered and closed cleanly before the raise
+        assert len(db) == 20_000
+    with pytest.raises(TypeError, match="callable"):
+        senju.open(path, recovery_progress=3)  # type: ignore[arg-type]
+
+
 def test_readonly(path: pathlib.Path) -> None:
     with senju.open(path) as db:
         db[b"k"] = b"v"
