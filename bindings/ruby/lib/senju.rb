@@ -41,11 +41,20 @@ module Senju
       # +shards+ (a power of two, fixed when the file is created), +max_size+ (bytes),
       # +capacity_hint+ (records expected), +auto_rebuild+ (rebuild shards in a background
       # thread once their dead records outweigh their live ones and reach this many bytes
-      # in all; nil: the default, 64 MiB; 0: never, leaving it to #rebuild).
+      # in all; nil: the default, 64 MiB; 0: never, leaving it to #rebuild),
+      # +recovery_progress+ (called as <tt>recovery_progress.call(done, total)</tt> while the
+      # open recovers a file that was not closed cleanly: bytes of records replayed so far, of
+      # +total+; at most about a thousand calls, never for a clean open; if it raises, the
+      # open finishes, closes the database and raises that).
       def open(path = nil, gvl: :auto, memory: false, readonly: false, truncate: false,
-               create: true, shards: nil, max_size: nil, capacity_hint: nil, auto_rebuild: nil)
+               create: true, shards: nil, max_size: nil, capacity_hint: nil, auto_rebuild: nil,
+               recovery_progress: nil)
+        unless recovery_progress.nil? || recovery_progress.respond_to?(:call)
+          raise TypeError, "recovery_progress: must respond to call(done, total)"
+        end
         db = _open(*open_args(path, gvl, memory, readonly, truncate, create, shards,
-                              max_size, capacity_hint), int_option(:auto_rebuild, auto_rebuild))
+                              max_size, capacity_hint), int_option(:auto_rebuild, auto_rebuild),
+                   recovery_progress)
         return db unless block_given?
 
         begin

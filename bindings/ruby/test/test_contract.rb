@@ -274,6 +274,37 @@ class TestContract < Minitest::Test
     db&.close
   end
 
+  def test_recovery_progress_is_reported_and_its_exception_raised
+    path = db_path
+    db = Senju::DB.open(path)
+    20_000.times { |i| db["k#{i}"] = "v" * 50 }
+    crashed = File.binread(path) # as a crash leaves it: not closed
+    db.close
+    calls = []
+    Senju::DB.open(path, recovery_progress: ->(d, t) { calls << [d, t] }) { nil }
+    assert_empty calls # a clean open recovers nothing
+    %i[auto release hold].each do |mode|
+      File.binwrite(path, crashed)
+      calls = []
+      Senju::DB.open(path, gvl: mode, recovery_progress: ->(d, t) { calls << [d, t] }) do |d|
+        assert_equal 20_000, d.size
+      end
+      total = calls.first[1]
+      assert_equal [0, total], calls.first
+      assert_equal [total, total], calls.last
+      assert_operator total, :>, 20_000 * 50
+      assert(calls.each_cons(2).all? { |a, b| a[0] <= b[0] })
+
+      File.binwrite(path, crashed)
+      err = assert_raises(ArgumentError) do
+        Senju::DB.open(path, gvl: mode, recovery_progress: ->(_d, _t) { raise ArgumentError, "stop" })
+      end
+      assert_equal "stop", err.message
+      Senju::DB.open(path) { |d| assert_equal 20_000, d.size } # recovered, closed cleanly
+    end
+    assert_raises(TypeError) { Senju::DB.open(path, recovery_progress: 3) }
+  end
+
   def test_readonly_handles_share_and_refuse_writes
     Senju::DB.open(db_path) { |db| db["k"] = "v" }
     a = Senju::DB.open(db_path, readonly: true)

@@ -92,7 +92,8 @@ struct OpenArgs {
 }
 
 /// `Senju::DB._open(path, gvl, memory, readonly, truncate, create, shards, max_size,
-/// capacity_hint, auto_rebuild)`; `lib/senju.rb` validates the keywords and calls this.
+/// capacity_hint, auto_rebuild, recovery_progress)`; `lib/senju.rb` validates the keywords
+/// and calls this.
 #[allow(clippy::too_many_arguments)]
 fn open(
     ruby: &Ruby,
@@ -106,9 +107,14 @@ fn open(
     max_size: Option<u64>,
     capacity_hint: Option<u64>,
     auto_rebuild: Option<u64>,
+    recovery_progress: Option<Value>,
 ) -> Result<DbObject, Error> {
     let mode = Mode::from_index(gvl_index)
         .ok_or_else(|| Error::new(ruby.exception_arg_error(), "gvl: must be 0, 1 or 2"))?;
+    // The callback's first exception lands here; a local, so the machine-stack scan of the
+    // GC keeps it (and the callback, an argument on Ruby's stack) alive during the open.
+    let raised = ruby.ary_new();
+    let progress = recovery_progress.map(|cb| crate::recovery::Callback::new(cb, raised));
     let args = OpenArgs {
         path: path.map(|p| PathBuf::from(OsString::from_vec(bytes(p)))),
         memory,
@@ -121,9 +127,14 @@ fn open(
         auto_rebuild,
     };
     let policy = Policy::new(mode);
+    // Whether the open runs with the GVL released (fixed for `Io` by the mode).
+    let released = policy.releases(Weight::Io);
     let mut state = (args, None);
     gvl::run(ruby, &policy, Weight::Io, &mut state, |(a, out)| {
         let mut b = Db::builder().read_only(a.read_only).truncate(a.truncate).create(a.create);
+        if let Some(p) = progress {
+            b = b.recovery_progress(move |done, total| p.call(done, total, released));
+        }
         if let Some(n) = a.shards {
             b = b.shards(n);
         }
@@ -145,6 +156,12 @@ fn open(
     })?;
     match state.1 {
         Some(Ok(db)) => {
+            if let Some(e) = crate::recovery::first_exception(raised) {
+                // The database is open and recovered; closing it marks the file clean.
+                let mut st = ();
+                gvl::run(ruby, &policy, Weight::Io, &mut st, |()| db.close().map(|()| Step::Done))?;
+                return Err(e);
+            }
             Ok(DbObject { h: Arc::new(Handle { db, closed: AtomicBool::new(false), policy }) })
         }
         Some(Err(e)) => Err(open_error(ruby, e)),
@@ -648,7 +665,7 @@ fn gvl_index(rb_self: &DbObject) -> u8 {
 pub(crate) fn define(ruby: &Ruby, senju: RModule) -> Result<(), Error> {
     let class: RClass = senju.define_class("DB", ruby.class_object())?;
     class.undef_default_alloc_func();
-    class.define_singleton_method("_open", function!(open, 10))?;
+    class.define_singleton_method("_open", function!(open, 11))?;
     class.define_method("[]", method!(get, 1))?;
     class.define_method("[]=", method!(set, 2))?;
     class.define_method("delete", method!(delete, 1))?;

@@ -8,7 +8,8 @@
 //!
 //! Invariants:
 //! - no Ruby object is touched while the GVL is released; inputs are copied before, results
-//!   built after;
+//!   built after (the one call back into Ruby during a released call, `recovery_progress`,
+//!   takes the GVL first: [`recovery`]);
 //! - Ruby never longjmps across Rust frames: interrupts are handled under `rb_protect` and
 //!   panics are caught on the released side;
 //! - every method is Ractor-safe (`rb_ext_ractor_safe(true)`), a frozen `DB` is shareable,
@@ -19,6 +20,7 @@ mod db;
 mod error;
 mod gvl;
 mod packed;
+mod recovery;
 
 /// The entry point Ruby calls when it loads the library.
 #[allow(unreachable_pub)] // `#[magnus::init]` exports `Init_senju` as `pub extern "C"`.
