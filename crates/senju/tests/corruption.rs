@@ -224,6 +224,17 @@ fn rebuild_does_not_copy_a_damaged_record_onto_itself() {
     assert!(matches!(db.get(b"big"), Err(senju::StorageError::Corrupted { .. })));
 }
 
+/// A new one-shard database at `path` holding `n` keys `{prefix}{i:05}`, each with 100 bytes
+/// of `fill`; the keys, in order.
+fn one_shard(path: &std::path::Path, prefix: &str, n: u32, fill: u8) -> (Db, Vec<Vec<u8>>) {
+    let db = Db::builder().shards(1).open(path).unwrap();
+    let keys: Vec<Vec<u8>> = (0..n).map(|i| format!("{prefix}{i:05}").into_bytes()).collect();
+    for k in &keys {
+        db.set(k, &[fill; 100]).unwrap();
+    }
+    (db, keys)
+}
+
 /// A rebuild that fails midway (here on a damaged record, the last one it reaches) leaves
 /// the shard consistent: every key reads as before, and keys removed afterwards stay
 /// removed when the file is replayed after a crash. Before, the old table kept naming the
@@ -233,11 +244,7 @@ fn rebuild_does_not_copy_a_damaged_record_onto_itself() {
 fn a_rebuild_that_fails_midway_keeps_later_removals_through_a_crash() {
     let dir = TempDir::new("halfway");
     let path = dir.file("h.sj");
-    let db = Db::builder().shards(1).open(&path).unwrap();
-    let keys: Vec<Vec<u8>> = (0..100u32).map(|i| format!("key{i:03}").into_bytes()).collect();
-    for k in &keys {
-        db.set(k, &[b'v'; 100]).unwrap();
-    }
+    let (db, keys) = one_shard(&path, "key", 100, b'v');
     // The last key in the table's order (which the scan and the rebuild both follow).
     let last = db.iter().last().unwrap().unwrap().0;
     db.close().unwrap();
@@ -279,11 +286,7 @@ fn a_rebuild_that_fails_midway_keeps_later_removals_through_a_crash() {
 fn a_damaged_chunk_header_in_a_clean_file_is_not_reused() {
     let dir = TempDir::new("header");
     let path = dir.file("h.sj");
-    let db = Db::builder().shards(1).open(&path).unwrap();
-    let keys: Vec<Vec<u8>> = (0..2000u32).map(|i| format!("old{i:05}").into_bytes()).collect();
-    for k in &keys {
-        db.set(k, &[b'o'; 100]).unwrap();
-    }
+    let (db, keys) = one_shard(&path, "old", 2000, b'o');
     db.close().unwrap();
     drop(db);
     let mut bytes = std::fs::read(&path).unwrap();
