@@ -174,7 +174,8 @@ impl Builder {
     /// Calls `progress(done, total)` while an open recovers a file that was not closed
     /// cleanly: `total` is the number of bytes of record chunks to replay, `done` how many
     /// have been (at most about a thousand calls, the last with `done == total`). Recovery
-    /// reads every record, so it takes time linear in the file (about 2 s per GiB here);
+    /// reads every record, so it takes time linear in the file (about 3 s per GiB of records
+    /// on a 2-vCPU test machine, BENCHMARKS.md);
     /// this is for a progress bar or a log line. Never called for a clean open. Not saved.
     ///
     /// ```

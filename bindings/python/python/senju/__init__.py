@@ -172,7 +172,7 @@ def open(
     ``recovery_progress``: called as ``recovery_progress(done, total)`` while the open
     recovers a file that was not closed cleanly (bytes of records replayed so far, of
     ``total``; at most about a thousand calls, never for a clean open). Recovery reads every
-    record, about 2 s per GiB. If the callback raises, the open finishes, closes the database
+    record, about 3 s per GiB of records on a small machine. If the callback raises, the open finishes, closes the database
     and raises that exception.
 
     A file another process has open for writing raises :class:`LockedError`.
