@@ -20,6 +20,8 @@ enum Op {
     Update(u8),
     Get(u8),
     Clear,
+    /// Compact every shard (`Db::rebuild`): the contents stay as they are.
+    Rebuild,
     /// Close and reopen the file (clean shutdown).
     Reopen,
     /// Copy the file as a crash would leave it (every returned write is in the page cache)
@@ -54,6 +56,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => k.clone().prop_map(Op::Update),
         4 => k.prop_map(Op::Get),
         1 => Just(Op::Clear),
+        1 => Just(Op::Rebuild),
         1 => Just(Op::Reopen),
         1 => Just(Op::CrashCopy),
     ]
@@ -123,6 +126,7 @@ fn apply(
             db.clear().unwrap();
             model.clear();
         }
+        Op::Rebuild => db.rebuild().unwrap(),
         Op::Reopen | Op::CrashCopy => return false,
     }
     true
