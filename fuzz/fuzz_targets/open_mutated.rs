@@ -77,9 +77,8 @@ fn mutate(file: &mut Vec<u8>, edits: &[u8]) {
 fn written(key: &[u8], value: &[u8]) -> bool {
     /// Each key's first value, and whether it was overwritten with `b"overwritten"`.
     static VALUES: OnceLock<HashMap<Vec<u8>, (Vec<u8>, bool)>> = OnceLock::new();
-    let values = VALUES.get_or_init(|| {
-        keys().enumerate().map(|(i, (k, v))| (k, (v, i % 3 == 0))).collect()
-    });
+    let values =
+        VALUES.get_or_init(|| keys().enumerate().map(|(i, (k, v))| (k, (v, i % 3 == 0))).collect());
     match key {
         b"00000001" if value == b"fuzz" => true,
         b"a new key" => value == [7; 300],
