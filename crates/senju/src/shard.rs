@@ -612,7 +612,10 @@ impl<'a> ShardWriter<'a> {
         }
         let off = self.reserve(len)?;
         let region = &self.ctx.region;
-        let oob = || StorageError::Corrupted { offset: off, what: "record outside the file" };
+        let oob = || StorageError::Corrupted {
+            offset: off,
+            what: "record outside the file, or copied onto itself",
+        };
         let mut at = off;
         for piece in [&head.bytes[..head.len], key].into_iter().chain(parts.iter().copied()) {
             // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
