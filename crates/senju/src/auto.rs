@@ -138,14 +138,10 @@ impl AutoRebuild {
         (self.passes.load(Ordering::Relaxed), error)
     }
 
-    /// Forgets the thread without stopping or joining it, in a child of `fork`, where it
-    /// does not exist (joining would wait forever). `try_lock`: a parent thread may have
-    /// held the lock at the fork; then the handle is left alone (dropping it later only
-    /// detaches it).
+    /// Forgets the thread without stopping or joining it, in a child of `fork`
+    /// ([`crate::fork::forget_thread`]).
     pub(crate) fn forget_thread(&self) {
-        if let Ok(mut handle) = self.handle.try_lock() {
-            std::mem::forget(handle.take());
-        }
+        crate::fork::forget_thread(&self.handle);
     }
 
     /// Stops the thread and waits for it (a pass in progress ends after its current shard

@@ -24,8 +24,9 @@
 //! (one load of a word that changes only in a child, right after its fork).
 
 use std::io;
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
+use std::thread::JoinHandle;
 
 /// Forks this process is removed from the process that started the program: incremented in
 /// the child, by [`count_fork`], right after each `fork`.
@@ -60,4 +61,13 @@ pub(crate) fn forked_since(generation: u64) -> bool {
     // Relaxed: the word changes only in the child's own thread before `fork` returns there;
     // threads the child starts later see it through their creation.
     FORKS.load(Ordering::Relaxed) != generation
+}
+
+/// Forgets a helper thread's handle without joining it, in a child of `fork`, where the thread
+/// does not exist (joining would wait forever). `try_lock`: a parent thread may have held the
+/// lock at the fork; then the handle stays (dropping it later only detaches it).
+pub(crate) fn forget_thread(handle: &Mutex<Option<JoinHandle<()>>>) {
+    if let Ok(mut h) = handle.try_lock() {
+        std::mem::forget(h.take());
+    }
 }

@@ -567,11 +567,8 @@ impl Region {
     pub(crate) fn stop_prefaulter(&self) {
         if let Some(Some(p)) = self.prefaulter.get() {
             if self.forked() {
-                // The thread is the parent's: it does not exist here, and joining it would
-                // wait forever (`try_lock`: a parent thread may have held the lock).
-                if let Ok(mut handle) = p.handle.try_lock() {
-                    std::mem::forget(handle.take());
-                }
+                // The thread is the parent's and does not exist here.
+                crate::fork::forget_thread(&p.handle);
                 return;
             }
             p.shared.stop.store(true, Ordering::Release);
