@@ -11,7 +11,9 @@
 # medians, file sizes and peak RSS (max RSS from /usr/bin/time, KiB).
 #
 # Environment: SENJU (default target/engine/release/senju), TKRZW (tkrzw_dbm_perf),
-# DIR (/tmp/b), TOTAL (10000000), THREADS ("1 2 4 8"), ROUNDS (3), KEEP_LOGS (unset),
+# DIR (/tmp/b), TOTAL (10000000), THREADS ("1 2 4 8"), ROUNDS (3), KEEP_LOGS (unset: the
+# per-run logs are deleted at the end), LOG_DIR (where the logs go, kept; default a fresh
+# temporary directory), TIME_BIN (GNU time, default /usr/bin/time),
 # SENJU_ARGS (extra flags for senju only, e.g. "--buckets 20000000" to give senju the same
 # flags as Tkrzw; senju takes --buckets as a capacity hint).
 set -euo pipefail
@@ -24,8 +26,14 @@ THREADS=${THREADS:-"1 2 4 8"}
 ROUNDS=${ROUNDS:-3}
 
 mkdir -p "$DIR"
-LOG=$(mktemp -d)
-trap '[ -n "${KEEP_LOGS:-}" ] || rm -rf "$LOG"' EXIT
+TIME_BIN=${TIME_BIN:-/usr/bin/time}
+if [ -n "${LOG_DIR:-}" ]; then
+    LOG=$LOG_DIR
+    mkdir -p "$LOG"
+else
+    LOG=$(mktemp -d)
+    trap '[ -n "${KEEP_LOGS:-}" ] || rm -rf "$LOG"' EXIT
+fi
 
 # run ENGINE T ROUND: one run; leaves "$LOG/ENGINE-T-ROUND.{out,size,rss}".
 run() {
@@ -34,12 +42,12 @@ run() {
     if [ "$engine" = senju ]; then
         db="$DIR/s.sj"
         rm -f "$db"
-        /usr/bin/time -o "$base.rss" -f '%M' "$SENJU" perf sequence --path "$db" \
+        "$TIME_BIN" -o "$base.rss" -f '%M' "$SENJU" perf sequence --path "$db" \
             --iter "$iter" --threads "$t" ${SENJU_ARGS:-} >"$base.out" 2>&1
     else
         db="$DIR/t.tkh"
         rm -f "$db"
-        /usr/bin/time -o "$base.rss" -f '%M' "$TKRZW" sequence --path "$db" \
+        "$TIME_BIN" -o "$base.rss" -f '%M' "$TKRZW" sequence --path "$db" \
             --iter "$iter" --threads "$t" --buckets 20000000 >"$base.out" 2>&1
     fi
     stat -c %s "$db" >"$base.size"
@@ -126,4 +134,25 @@ for phase in Setting Getting Removing; do
         eval "q$t=$md"
     done
     awk -v a="$q8" -v b="$q2" -v p="$(op "$phase")" 'BEGIN { printf "- %s: %.2f\n", p, a / b }'
+done
+
+echo
+echo "QPS at T threads / at 1 thread (medians; issue 3's 16-core goal: 16 threads >= 10x for set and get):"
+echo "| engine | op | $(for t in $THREADS; do printf 'T=%s | ' "$t"; done)"
+echo "|---|---|$(for _ in $THREADS; do printf -- '---|'; done)"
+for e in senju tkrzw; do
+    for phase in Setting Getting Removing; do
+        row=""
+        q1=""
+        for t in $THREADS; do
+            vals=()
+            for r in $(seq 1 "$ROUNDS"); do
+                vals+=("$(qps "$LOG/$e-$t-$r.out" "$phase")")
+            done
+            read -r md _ _ < <(stats "${vals[@]}")
+            [ -n "$q1" ] || q1=$md
+            row+="$(awk -v a="$md" -v b="$q1" 'BEGIN { printf "%.2fx", a / b }') | "
+        done
+        echo "| $e | $(op "$phase") | $row"
+    done
 done
