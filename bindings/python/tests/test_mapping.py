@@ -412,6 +412,9 @@ def test_open_errors(tmp_path: pathlib.Path) -> None:
     with pytest.raises(senju.NotFoundError) as e:
         senju.open(tmp_path / "missing.sj", create=False)
     assert isinstance(e.value, FileNotFoundError) and "create=True" in str(e.value)
+    with pytest.raises(senju.IoError) as io:
+        senju.open(tmp_path / "no-such-dir" / "x.sj")  # create=True, but no directory
+    assert "no-such-dir does not exist" in str(io.value) and "create=True" not in str(io.value)
     junk = tmp_path / "junk.sj"
     junk.write_bytes(b"this is not a database" * 1000)
     with pytest.raises(senju.NotADatabaseError):

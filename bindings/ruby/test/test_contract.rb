@@ -194,6 +194,8 @@ class TestContract < Minitest::Test
     Senju::DB.open(db_path, truncate: true) { |db| assert_equal 0, db.size }
     assert_raises(TypeError) { Senju::DB.open(db_path, auto_rebuild: "1") }
     assert_raises(Senju::NotFoundError) { Senju::DB.open(db_path("missing.sj"), create: false) }
+    e = assert_raises(Senju::IoError) { Senju::DB.open(db_path("no-such-dir/x.sj")) }
+    assert_includes e.message, "no-such-dir does not exist"
   end
 
   def test_open_errors_map_to_classes

@@ -241,8 +241,12 @@ impl Builder {
         let io_err = |source| OpenError::Io { path: path.clone(), source };
         let file = match OpenOptions::new().read(true).write(true).create(self.create).open(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !self.create => {
                 return Err(OpenError::NotFound { path });
+            }
+            // Allowed to create the file and still "not found": the directory is missing.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(io_err(cannot_create(&path)));
             }
             Err(e) => return Err(io_err(e)),
         };
@@ -626,4 +630,22 @@ fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
         shards.push(shard);
     }
     Some(shards.into_boxed_slice())
+}
+
+/// Why a file that may be created was "not found": its directory is missing (or the path is
+/// a symbolic link to a place that does not exist). Kind `NotFound`, so programs can still
+/// match on it.
+fn cannot_create(path: &Path) -> io::Error {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let why = if dir.is_dir() {
+        "cannot create the file there: no such file or directory (a symbolic link to a missing \
+         place?)"
+            .to_string()
+    } else {
+        format!("cannot create the file: the directory {} does not exist", dir.display())
+    };
+    io::Error::new(io::ErrorKind::NotFound, why)
 }

@@ -326,6 +326,20 @@ fn open_errors_are_clear() {
     let dir = TempDir::new("openerr");
     let e = Db::builder().create(false).open(dir.file("missing.sj")).unwrap_err();
     assert!(matches!(e, OpenError::NotFound { .. }), "{e}");
+    // Allowed to create, in a directory that does not exist: the message names the directory
+    // (it used to advise `Builder::create(true)`, which was already given).
+    let missing_dir = dir.file("no-such-dir");
+    let e = Db::open(missing_dir.join("x.sj")).unwrap_err();
+    match &e {
+        OpenError::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{e}");
+            assert!(
+                e.to_string().contains(&format!("{} does not exist", missing_dir.display())),
+                "{e}"
+            );
+        }
+        other => panic!("expected an I/O error naming the directory, got {other:?}"),
+    }
     std::fs::write(
         dir.file("text.txt"),
         b"hello, this is not a database at all....................................",
