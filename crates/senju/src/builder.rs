@@ -371,6 +371,10 @@ fn open_file(
         Some(_) => region.preallocating(),
         None => region.anonymous().map_err(io_err)?,
     };
+    // The header and directory pages: a new file has them as a hole (`set_len` above), and
+    // `close` writes the directory there through the map, where a full disk would be a
+    // `SIGBUS`. Allocated now, a full disk fails this open instead.
+    region.reallocate(0, header.data_start).map_err(io_err)?;
     let ctx = Ctx {
         region,
         salt: header.salt,

@@ -39,6 +39,8 @@ use std::thread::{JoinHandle, Thread};
 const GROW_STEP: u64 = 1 << 20;
 /// Growth at most doubles the file and adds at most this much at once.
 const GROW_MAX: u64 = 1 << 30;
+/// The same bound for a file on tmpfs, where space allocated ahead is memory taken ahead.
+const GROW_MAX_TMPFS: u64 = 64 << 20;
 
 /// A file mapped at a fixed address inside a reserved range (or, for the memory engine,
 /// anonymous memory there: [`Region::anonymous`]).
@@ -55,9 +57,12 @@ pub(crate) struct Region {
     /// The thread that faults in fresh space ahead of the writers, started by the first
     /// [`populate_ahead`](Region::populate_ahead) (`None` inside: it could not be started).
     prefaulter: OnceLock<Option<Prefaulter>>,
-    /// Growth allocates the file's blocks (`fallocate`) instead of extending it sparsely; set
-    /// for database files not on tmpfs by [`preallocating`](Region::preallocating).
+    /// Growth allocates the file's blocks (`fallocate`) instead of extending it sparsely, and
+    /// reused space is allocated again before it is written; set for database files by
+    /// [`preallocating`](Region::preallocating).
     preallocate: bool,
+    /// The most one growth adds ([`GROW_MAX`], or [`GROW_MAX_TMPFS`] on tmpfs).
+    grow_max: u64,
     /// Hard syncs started so far, plus one (see [`sync_generation`](Region::sync_generation)).
     hard_syncs: AtomicU64,
     /// The map is anonymous memory, not the file (the memory engine; see
@@ -236,6 +241,7 @@ impl Region {
             share: if writable { libc::MAP_SHARED } else { libc::MAP_PRIVATE },
             prefaulter: OnceLock::new(),
             preallocate: false,
+            grow_max: GROW_MAX,
             hard_syncs: AtomicU64::new(1),
             anonymous: false,
             fork_generation,
@@ -280,12 +286,35 @@ impl Region {
     /// sets at 1 thread: 25.4k/s sparse, 29.9k/s preallocated; BENCHMARKS.md), and when the
     /// disk is full the fault cannot fail cleanly: the process gets `SIGBUS`. Allocated
     /// ahead, a full disk is an error from the write that needed the space, and the
-    /// preallocated tail is cut off again when the database is closed. A file on tmpfs stays
-    /// sparse (allocating there would take memory ahead). The memory engine never calls
-    /// this: its map is anonymous memory.
+    /// preallocated tail is cut off again when the database is closed. The same holds for
+    /// space inside the file that was punched and is reused: see
+    /// [`reallocate`](Region::reallocate). On tmpfs (memory) a growth allocates at most
+    /// [`GROW_MAX_TMPFS`] ahead; it used to stay sparse there, and a full tmpfs (a `/tmp`
+    /// on many systems) killed the process with `SIGBUS`. The memory engine never calls this:
+    /// its map is anonymous memory.
     pub(crate) fn preallocating(mut self) -> Region {
-        self.preallocate = !on_tmpfs(&self.file);
+        self.preallocate = true;
+        if on_tmpfs(&self.file) {
+            self.grow_max = GROW_MAX_TMPFS;
+        }
         self
+    }
+
+    /// Allocates the blocks under `off..off + len`, space inside the file about to be reused,
+    /// which may have been punched (free space is punched by `close`, by a clean open's walk
+    /// and by rebuilds where blocks cannot be kept): a write into a hole on a full disk could
+    /// not fail cleanly (`SIGBUS`). Space whose blocks are there costs one `fallocate` that
+    /// changes nothing. A file system that cannot allocate ahead (`EOPNOTSUPP`) is left as
+    /// it is; nothing to do without [`preallocating`](Region::preallocating) (anonymous
+    /// memory, read-only opens).
+    pub(crate) fn reallocate(&self, off: u64, len: u64) -> io::Result<()> {
+        if !self.preallocate || len == 0 {
+            return Ok(());
+        }
+        match self.allocate(off, off.saturating_add(len)) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => Ok(()),
+            r => r,
+        }
     }
 
     /// Turns the map into anonymous memory with the bytes it holds now, for the memory
@@ -398,7 +427,7 @@ impl Region {
         if end <= cur {
             return Ok(());
         }
-        let want = end.max(cur + cur.min(GROW_MAX));
+        let want = end.max(cur + cur.min(self.grow_max));
         let new_len = crate::format::align_up(want, GROW_STEP).min(self.reserved);
         let new_len = self.extend_file(cur, new_len, end).map_err(GrowError::Io)?;
         self.map_range(cur, new_len).map_err(GrowError::Io)?;

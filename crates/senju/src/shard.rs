@@ -569,7 +569,13 @@ impl<'a> ShardWriter<'a> {
     fn alloc(&mut self, need: u64, want: u64) -> Result<(u64, u64, bool)> {
         self.reclaim();
         if let Some((off, len)) = self.ctx.free.take_between(need, want) {
-            // Reused space may have been punched: fault it in at once, not page by page.
+            // Reused space may have been punched: allocate its blocks again (a full disk is
+            // then this error, not a SIGBUS at the first write into the hole), then fault it
+            // in at once, not page by page.
+            if let Err(e) = self.ctx.region.reallocate(off, len) {
+                self.ctx.free.add(off, len);
+                return Err(StorageError::Io(e));
+            }
             self.ctx.region.populate(off, len);
             return Ok((off, len, true));
         }
