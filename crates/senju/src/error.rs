@@ -82,6 +82,12 @@ pub enum OpenError {
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            OpenError::Locked { path, pid: Some(pid) } if *pid == std::process::id() => write!(
+                f,
+                "database {} is already open in this process (pid {pid}); use that handle, \
+                 or close it first",
+                path.display()
+            ),
             OpenError::Locked { path, pid: Some(pid) } => write!(
                 f,
                 "database {} is locked by process {pid}; close it there, or wait for that \
@@ -318,6 +324,8 @@ mod tests {
             "database /tmp/x.sj is locked by process 1234; close it there, or wait for that \
              process to exit"
         );
+        let e = OpenError::Locked { path: "/tmp/x.sj".into(), pid: Some(std::process::id()) };
+        assert!(e.to_string().contains("already open in this process"), "{e}");
         let e: Error = StorageError::TooLarge { what: "key", len: 5, max: 4 }.into();
         assert!(e.to_string().contains("too large"));
         assert!(Error::from(StorageError::Closed).to_string().contains("open it again"));

@@ -357,7 +357,11 @@ fn second_open_in_process_is_locked() {
     let path = dir.file("l.sj");
     let db = Db::open(&path).unwrap();
     match Db::open(&path) {
-        Err(OpenError::Locked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        Err(e @ OpenError::Locked { pid, .. }) => {
+            assert_eq!(pid, Some(std::process::id()));
+            // Not "wait for that process to exit": that process is this one.
+            assert!(e.to_string().contains("already open in this process"), "{e}");
+        }
         other => panic!("expected Locked, got {other:?}"),
     }
     db.close().unwrap();
