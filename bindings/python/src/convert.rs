@@ -65,6 +65,27 @@ pub(crate) fn args<'a, 'py>(keep: &'a [Bound<'py, PyAny>], what: &str) -> PyResu
     keep.iter().map(|o| arg(o, what)).collect()
 }
 
+/// The keys of `keys`, an iterable of keys given to the batch method `method`, collected
+/// as [`collect`] does. A single `str`, `bytes` or `bytearray` is refused with a
+/// `TypeError`: iterated, it would be one key per character (or per byte, an `int`), and
+/// `remove_many("apple")` would remove the keys "a", "p", "l" and "e".
+pub(crate) fn collect_keys<'py>(
+    keys: &Bound<'py, PyAny>,
+    method: &str,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if keys.is_instance_of::<PyString>()
+        || keys.is_instance_of::<PyBytes>()
+        || keys.is_instance_of::<PyByteArray>()
+    {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{method} takes an iterable of keys (a list, a tuple, ...), not a single {}; \
+             for one key, wrap it in a list",
+            keys.get_type().name()?
+        )));
+    }
+    collect(keys)
+}
+
 /// The items of the iterable `obj`, collected so that their buffers can be borrowed.
 pub(crate) fn collect<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let mut out = Vec::with_capacity(obj.len().unwrap_or(0));

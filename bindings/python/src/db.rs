@@ -472,7 +472,7 @@ impl PyDb {
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let objs = convert::collect(keys)?;
+        let objs = convert::collect_keys(keys, "get_many")?;
         let ks = convert::args(&objs, "key")?;
         let db = &self.inner.db;
         // Copied into one buffer with the GIL released; the `bytes` objects are made after.
@@ -515,7 +515,7 @@ impl PyDb {
 
     /// Removes every key in `keys`; returns how many were present.
     fn remove_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let objs = convert::collect(keys)?;
+        let objs = convert::collect_keys(keys, "remove_many")?;
         let ks = convert::args(&objs, "key")?;
         let db = &self.inner.db;
         Gil::run(py, self.inner.gil.releases_long(), || db.remove_many(&ks))

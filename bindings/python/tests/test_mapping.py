@@ -199,6 +199,17 @@ def test_wrong_types_raise_type_error_naming_the_type(db: senju.Db, bad: object)
     assert b"k" not in db
 
 
+@pytest.mark.parametrize("single", ["ab", b"ab", bytearray(b"ab")])
+def test_batches_refuse_a_single_key(db: senju.Db, single: object) -> None:
+    # Iterated, "ab" would be the keys "a" and "b": remove_many("ab") removed both.
+    db.set_many({"a": "1", "b": "2"})
+    for method in (db.get_many, db.remove_many):
+        with pytest.raises(TypeError, match="takes an iterable of keys.*not a single"):
+            method(single)  # type: ignore[operator]
+    assert len(db) == 2
+    assert db.get_many(["ab", "a"]) == [None, b"1"]
+
+
 def test_set_many_takes_every_shape_of_pair(db: senju.Db) -> None:
     Pair = collections.namedtuple("Pair", "key value")
     pairs = [(b"t", b"1"), [b"l", b"2"], Pair(b"n", b"3"), ("s", bytearray(b"4"))]
