@@ -419,6 +419,21 @@ def test_readonly(path: pathlib.Path) -> None:
             senju.open(path)
 
 
+def test_paths_may_be_str_bytes_or_path_like(tmp_path: pathlib.Path) -> None:
+    for i, path in enumerate(
+        [str(tmp_path / "s.sj"), tmp_path / "p.sj", os.fsencode(tmp_path / "b.sj")]
+    ):
+        with senju.open(path) as db:
+            db[b"k"] = b"%d" % i
+    # A name that is not UTF-8, as a file system may hold.
+    odd = os.fsencode(tmp_path) + b"/caf\xe9.sj"
+    with senju.open(odd) as db:
+        db[b"k"] = b"odd"
+    assert os.path.exists(odd)
+    with senju.open(odd, readonly=True) as db:
+        assert db[b"k"] == b"odd"
+
+
 def test_open_errors(tmp_path: pathlib.Path) -> None:
     with pytest.raises(senju.NotFoundError) as e:
         senju.open(tmp_path / "missing.sj", create=False)

@@ -640,6 +640,9 @@ fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
 /// a symbolic link to a place that does not exist). Kind `NotFound`, so programs can still
 /// match on it.
 fn cannot_create(path: &Path) -> io::Error {
+    if path.as_os_str().is_empty() {
+        return io::Error::new(io::ErrorKind::NotFound, "the path is empty");
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

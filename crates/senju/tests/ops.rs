@@ -340,6 +340,8 @@ fn open_errors_are_clear() {
         }
         other => panic!("expected an I/O error naming the directory, got {other:?}"),
     }
+    let e = Db::open("").unwrap_err();
+    assert!(e.to_string().contains("the path is empty"), "{e}");
     std::fs::write(
         dir.file("text.txt"),
         b"hello, this is not a database at all....................................",

@@ -144,7 +144,7 @@ class Db(_NativeDb, MutableMapping[bytes, bytes]):
 
 
 def open(
-    path: Union[str, "os.PathLike[str]", None] = None,
+    path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", None] = None,
     *,
     memory: bool = False,
     readonly: bool = False,
@@ -157,8 +157,8 @@ def open(
     auto_rebuild: Optional[int] = None,
     recovery_progress: Optional[Callable[[int, int], object]] = None,
 ) -> Db:
-    """Opens the database file at ``path`` (created if missing), or a new in-memory one with
-    ``memory=True``.
+    """Opens the database file at ``path`` (created if missing; ``str``, ``bytes`` or a
+    path-like object), or a new in-memory one with ``memory=True``.
 
     ``readonly``: open for reading only (a shared lock; any number of readers, no writer).
     ``truncate``: start empty. ``create=False``: fail with :class:`NotFoundError` if missing.
@@ -177,7 +177,9 @@ def open(
 
     A file another process has open for writing raises :class:`LockedError`.
     """
-    fspath = None if path is None else os.fspath(path)
+    # fsdecode: a bytes path (any bytes, as `builtins.open` takes) becomes the str that
+    # encodes back to it, which is how the extension receives paths.
+    fspath = None if path is None else os.fsdecode(path)
     return Db(
         fspath,
         memory=memory,
