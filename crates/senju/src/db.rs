@@ -232,11 +232,22 @@ impl Db {
         let core = Arc::clone(&self.core);
         self.core.ctx.auto.start(move || {
             std::thread::Builder::new().name("senju-rebuild".into()).spawn(move || {
-                core.ctx.auto.run(|stop| {
-                    core.rebuild(|w| w.joins_rebuild_pass(), |_, _| {}, Some(stop))
-                        .map(|p| p.shards)
-                        .map_err(|e| format!("automatic rebuild failed: {e}"))
-                });
+                core.ctx.auto.run(
+                    |stop| {
+                        core.rebuild(|w| w.joins_rebuild_pass(), |_, _| {}, Some(stop))
+                            .map(|p| p.shards)
+                            .map_err(|e| format!("automatic rebuild failed: {e}"))
+                    },
+                    || {
+                        // Sampled: a shard whose lock is taken is left out this time.
+                        let (live, dead) = core
+                            .shards
+                            .iter()
+                            .filter_map(Shard::sample_bytes)
+                            .fold((0, 0), |(l, d), (sl, sd)| (l + sl, d + sd));
+                        core.ctx.auto.is_urgent(dead, live, core.shards.len() as u64)
+                    },
+                );
             })
         });
     }

@@ -255,6 +255,13 @@ impl Shard {
         self.state.write().chunk_end = end;
     }
 
+    /// The shard's live and dead record bytes, if its lock is free (for the automatic
+    /// rebuild thread's look at the whole database; see `AutoRebuild::run`).
+    pub(crate) fn sample_bytes(&self) -> Option<(u64, u64)> {
+        let st = self.state.try_read()?;
+        Some((st.live_bytes, st.dead_bytes))
+    }
+
     /// The current table (while opening).
     pub(crate) fn table_ref(&self) -> Option<TableRef> {
         TableRef::unpack(self.table.load(Ordering::Relaxed))
