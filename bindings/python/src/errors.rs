@@ -76,7 +76,7 @@ pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
         StorageError::Closed => CLOSED.err(py, msg),
         StorageError::Corrupted { .. } => CORRUPTED.err(py, msg),
         StorageError::Full { .. } => FULL.err(py, msg),
-        StorageError::Io(_) => IO.err(py, msg),
+        StorageError::Io(e) => IO.err_with(py, msg, |exc| os_error_attrs(exc, &e, None)),
         StorageError::ReadOnly => READ_ONLY.err(
             py,
             "the database was opened read-only; open it without readonly=True to write".to_owned(),
@@ -86,6 +86,25 @@ pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
         }
         _ => ERROR.err(py, msg),
     }
+}
+
+/// `errno`, `strerror` and `filename` on an exception that is also an `OSError`, as
+/// Python's own I/O errors have them (`e.errno == errno.ENOSPC` on a full disk); left `None`
+/// where the error has no operating-system code.
+fn os_error_attrs(
+    exc: &Bound<'_, PyAny>,
+    e: &std::io::Error,
+    path: Option<&std::path::Path>,
+) -> PyResult<()> {
+    if let Some(code) = e.raw_os_error() {
+        let strerror = exc.py().import("os")?.call_method1("strerror", (code,))?;
+        exc.setattr("errno", code)?;
+        exc.setattr("strerror", strerror)?;
+    }
+    if let Some(p) = path {
+        exc.setattr("filename", p.display().to_string())?;
+    }
+    Ok(())
 }
 
 /// The Python exception for a failed open.
@@ -100,12 +119,19 @@ pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
         OpenError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION.err(py, msg),
         OpenError::Corrupted { .. } => CORRUPTED.err(py, msg),
         OpenError::InvalidOption { .. } => INVALID_OPTION.err(py, msg),
-        OpenError::NotFound { path } => NOT_FOUND.err(
+        OpenError::NotFound { path } => NOT_FOUND.err_with(
             py,
             format!("{} does not exist; open it with create=True to create it", path.display()),
+            |exc| {
+                let enoent: i32 = exc.py().import("errno")?.getattr("ENOENT")?.extract()?;
+                os_error_attrs(exc, &std::io::Error::from_raw_os_error(enoent), Some(&path))
+            },
         ),
         OpenError::NeedsRecovery { .. } => NEEDS_RECOVERY.err(py, msg),
-        OpenError::Io { .. } | OpenError::AddressSpace { .. } => IO.err(py, msg),
+        OpenError::Io { path, source } => {
+            IO.err_with(py, msg, |exc| os_error_attrs(exc, &source, Some(&path)))
+        }
+        OpenError::AddressSpace { .. } => IO.err(py, msg),
         OpenError::Storage(e) => storage(py, e),
         _ => ERROR.err(py, msg),
     }

@@ -4,6 +4,7 @@ context manager, persistence, read-only handles and the exception tree."""
 from __future__ import annotations
 
 import collections.abc
+import errno
 import os
 import pathlib
 import subprocess
@@ -302,6 +303,34 @@ def test_reopen_persists(path: pathlib.Path, gil: str) -> None:
         assert len(db) == 0
 
 
+def test_a_file_that_cannot_grow_raises_io_error_with_errno(path: pathlib.Path) -> None:
+    # In a child process limited to 7 MiB files (RLIMIT_FSIZE; SIGXFSZ ignored, so the
+    # growth fails with EFBIG as a full disk fails with ENOSPC): the write that needed the
+    # space raises IoError, an OSError with its errno, and every earlier write is kept.
+    code = (
+        "import errno, resource, senju, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (7 << 20, resource.RLIM_INFINITY))\n"
+        "db = senju.open(sys.argv[1], shards=4)\n"
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        db[b'%08d' % n] = b'v' * 4000\n"
+        "        n += 1\n"
+        "except senju.IoError as e:\n"
+        "    assert e.errno == errno.EFBIG and isinstance(e, OSError), (e.errno, e)\n"
+        "    assert all(db[b'%08d' % i] == b'v' * 4000 for i in range(n))\n"
+        "    print(n, e.strerror)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    n, strerror = out.stdout.split(maxsplit=1)
+    assert int(n) > 1000 and strerror.strip() == os.strerror(errno.EFBIG), out.stdout
+    with senju.open(path) as db:
+        assert len(db) == int(n)
+
+
 def test_second_writer_process_gets_locked_error(path: pathlib.Path) -> None:
     code = (
         "import senju, sys\n"
@@ -438,9 +467,11 @@ def test_open_errors(tmp_path: pathlib.Path) -> None:
     with pytest.raises(senju.NotFoundError) as e:
         senju.open(tmp_path / "missing.sj", create=False)
     assert isinstance(e.value, FileNotFoundError) and "create=True" in str(e.value)
+    assert e.value.errno == errno.ENOENT and e.value.filename == str(tmp_path / "missing.sj")
     with pytest.raises(senju.IoError) as io:
         senju.open(tmp_path / "no-such-dir" / "x.sj")  # create=True, but no directory
     assert "no-such-dir does not exist" in str(io.value) and "create=True" not in str(io.value)
+    assert io.value.filename == str(tmp_path / "no-such-dir" / "x.sj")
     junk = tmp_path / "junk.sj"
     junk.write_bytes(b"this is not a database" * 1000)
     with pytest.raises(senju.NotADatabaseError):

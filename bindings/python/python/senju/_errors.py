@@ -31,6 +31,15 @@ __all__ = [
 class Error(Exception):
     """Base class of every senju error."""
 
+    def __str__(self) -> str:
+        # senju's own message, also for the classes that are OSErrors (IoError,
+        # NotFoundError): OSError would print "[Errno N] strerror: 'filename'" instead
+        # once `errno`, `strerror` and `filename` are set, and those are set as Python's own
+        # I/O errors have them.
+        if len(self.args) == 1:
+            return str(self.args[0])
+        return super().__str__()
+
 
 class LockedError(Error):
     """Another process (or handle) has the file open for writing, or, for a writer, a
