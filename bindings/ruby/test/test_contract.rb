@@ -198,6 +198,32 @@ class TestContract < Minitest::Test
     assert_includes e.message, "no-such-dir does not exist"
   end
 
+  # In a child limited to 7 MiB files (RLIMIT_FSIZE, SIGXFSZ ignored, so growth fails with
+  # EFBIG as a full disk fails with ENOSPC): the write that needed the space raises IoError
+  # carrying errno, and every earlier write is kept.
+  def test_a_file_that_cannot_grow_raises_io_error_with_errno
+    lib = File.expand_path("../lib", __dir__)
+    script = <<~RUBY
+      require "senju"
+      trap("XFSZ", "IGNORE")
+      Process.setrlimit(:FSIZE, 7 << 20, Process::RLIM_INFINITY)
+      db = Senju::DB.open(ARGV[0], shards: 4)
+      n = 0
+      begin
+        loop { db[format("%08d", n)] = "v" * 4000; n += 1 }
+      rescue Senju::IoError => e
+        ok = (0...n).all? { |i| db[format("%08d", i)] == "v" * 4000 }
+        puts [n, e.errno, ok].join(" ")
+      end
+    RUBY
+    out = IO.popen([RbConfig.ruby, "-I", lib, "-e", script, db_path("limit.sj")], &:read)
+    n, errno, ok = out.split
+    assert_operator n.to_i, :>, 1000
+    assert_equal Errno::EFBIG::Errno, errno.to_i
+    assert_equal "true", ok
+    Senju::DB.open(db_path("limit.sj")) { |db| assert_equal n.to_i, db.size }
+  end
+
   def test_open_errors_map_to_classes
     File.write(db_path("junk.sj"), "not a database" * 1000)
     assert_raises(Senju::NotADatabaseError) { Senju::DB.open(db_path("junk.sj")) }

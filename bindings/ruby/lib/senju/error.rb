@@ -20,8 +20,11 @@ module Senju
   class InvalidOptionError < Error; end
   # The file does not exist and create: false was given.
   class NotFoundError < Error; end
-  # The operating system refused an open, a write, a growth or a sync.
-  class IoError < Error; end
+  # The operating system refused an open, a write, a growth or a sync. #errno is its
+  # error number (Errno::ENOSPC::Errno on a full disk), or nil where there is none.
+  class IoError < Error
+    attr_reader :errno
+  end
   # A key (over 1 MiB) or value (over 1 GiB) is too long.
   class TooLargeError < Error; end
   # The handle was closed.

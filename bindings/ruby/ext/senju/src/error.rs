@@ -68,7 +68,7 @@ pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
         StorageError::Closed => &CLOSED,
         StorageError::Corrupted { .. } => &CORRUPTED,
         StorageError::Full { .. } => &FULL,
-        StorageError::Io(_) => &IO,
+        StorageError::Io(io) => return io_error(ruby, e.to_string(), io.raw_os_error()),
         StorageError::ReadOnly => &READ_ONLY,
         StorageError::Forked { .. } => &FORKED,
         _ => &BASE,
@@ -87,10 +87,30 @@ pub(crate) fn open_error(ruby: &Ruby, e: OpenError) -> Error {
         OpenError::Corrupted { .. } => &CORRUPTED,
         OpenError::InvalidOption { .. } => &INVALID_OPTION,
         OpenError::NotFound { .. } => &NOT_FOUND,
-        OpenError::Io { .. } | OpenError::AddressSpace { .. } => &IO,
+        OpenError::Io { ref source, .. } => {
+            let errno = source.raw_os_error();
+            return io_error(ruby, e.to_string(), errno);
+        }
+        OpenError::AddressSpace { .. } => &IO,
         _ => &BASE,
     };
     Error::new(ruby.get_inner(class), e.to_string())
+}
+
+/// `Senju::IoError` with the message `msg` and `errno`, the operating system's error number
+/// (`Errno::ENOSPC::Errno` on a full disk), as `SystemCallError#errno` has it.
+fn io_error(ruby: &Ruby, msg: String, errno: Option<i32>) -> Error {
+    let class = ruby.get_inner(&IO);
+    let Some(code) = errno else { return Error::new(class, msg) };
+    match class.new_instance((msg,)) {
+        Ok(exc) => {
+            match exc.funcall::<_, _, magnus::Value>("instance_variable_set", ("@errno", code)) {
+                Ok(_) => Error::from(exc),
+                Err(e) => e,
+            }
+        }
+        Err(e) => e,
+    }
 }
 
 /// `Senju::ClosedError` for a call on a handle that `close` has closed.
