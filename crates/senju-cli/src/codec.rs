@@ -304,4 +304,46 @@ mod tests {
         assert!(base64_decode("Zg==Zg==").is_err());
         assert!(base64_decode("Z!==").is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any key and value survive a TSV line and a JSON line, and each line is one line.
+        #[test]
+        fn lines_round_trip_random_bytes(
+            k in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            v in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            let mut line = Vec::new();
+            tsv_line(&k, Some(&v), &mut line);
+            proptest::prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+            proptest::prop_assert_eq!(parse_tsv_line(&line[..line.len() - 1]).unwrap(), (k.clone(), v.clone()));
+            line.clear();
+            json_line(&k, Some(&v), &mut line);
+            proptest::prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+            proptest::prop_assert_eq!(parse_json_line(&line).unwrap(), (k, v));
+        }
+
+        /// Whatever a file holds, parsing a line returns a pair or an error, never panics.
+        #[test]
+        fn parsing_arbitrary_lines_never_panics(
+            line in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            text in "\\PC{0,40}",
+        ) {
+            let _ = parse_tsv_line(&line);
+            let _ = parse_json_line(&line);
+            let _ = tsv_unescape(&line);
+            let _ = base64_decode(&text);
+            let json = format!("{{\"key_base64\":\"{text}\",\"value\":\"{text}\"}}");
+            let _ = parse_json_line(json.as_bytes());
+        }
+
+        /// base64 round-trips any bytes.
+        #[test]
+        fn base64_round_trips(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            let mut s = String::new();
+            base64_encode(&raw, &mut s);
+            proptest::prop_assert_eq!(base64_decode(&s).unwrap(), raw);
+        }
+    }
 }
