@@ -35,6 +35,8 @@ test: setup lint unit loom smoke python ruby
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
+	@# The API docs of the library crates build without a warning (broken or ambiguous links).
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -q -p senju -p senju-sync -p senju-bench
 
 unit:
 	$(CARGO) test --workspace -q

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// The count value that means "a writer holds the lock" (`INT32MAX` in the original).
 const WRITER: u32 = i32::MAX as u32;
 
-/// The raw lock: one `u32` that counts readers, or holds [`WRITER`] (plus the increments of
-/// readers that tried while the writer held it).
+/// The raw lock: one `u32` that counts readers, or holds `WRITER` (`i32::MAX`, plus the
+/// increments of readers that tried while the writer held it).
 ///
 /// | value            | meaning                                                        |
 /// |------------------|----------------------------------------------------------------|

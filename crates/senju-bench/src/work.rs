@@ -67,15 +67,15 @@ pub fn spin(turns: u64, seed: u64) -> u64 {
     x
 }
 
-/// The result of calibrating [`spin`] on this machine.
+/// The result of calibrating [`spin`](fn@spin) on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
-    /// Nanoseconds per turn of [`spin`] (median of several timed runs).
+    /// Nanoseconds per turn of [`spin`](fn@spin) (median of several timed runs).
     pub ns_per_turn: f64,
 }
 
 impl Calibration {
-    /// Times [`spin`] a few times (about 40 ms in all) and keeps the median rate.
+    /// Times [`spin`](fn@spin) a few times (about 40 ms in all) and keeps the median rate.
     pub fn measure() -> Self {
         let turns = 200_000u64;
         // Warm up the core's clock and caches first.

@@ -22,7 +22,7 @@
 //! last sync, which the crash contract allows to lose, so they are counted as *torn*, not as
 //! damage.
 //!
-//! [`salvage`](crate::salvage) (`salvage.rs`) shares the reading helpers below.
+//! [`salvage`](mod@crate::salvage) (`salvage.rs`) shares the reading helpers below.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;

@@ -684,7 +684,7 @@ impl Db {
     /// The most bytes the file can grow to while this handle has it open: the address space
     /// reserved for the map ([`Builder::max_size`](crate::Builder::max_size), or less where
     /// the default could not be had). A write that needs more fails with
-    /// [`StorageError::Full`](crate::StorageError::Full).
+    /// [`StorageError::Full`].
     pub fn max_size(&self) -> u64 {
         self.core.ctx.region.reserved()
     }
@@ -949,7 +949,7 @@ impl Core {
         Ok(pass)
     }
 
-    /// Zeroes `(shard, offset, length)` extents ([`Region::zero_range`]: their blocks stay
+    /// Zeroes `(shard, offset, length)` extents ([`Region::zero_range`](crate::region::Region::zero_range): their blocks stay
     /// allocated for reuse), one call per run of adjacent extents (of any of the shards), not
     /// one per extent: each call locks the file against page faults and shoots down the map's
     /// TLB entries.
