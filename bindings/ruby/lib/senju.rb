@@ -91,6 +91,44 @@ module Senju
       end
     end
 
+    alias _delete delete
+    private :_delete
+
+    # Like Hash#delete: removes +key+ and returns its value; for a missing key returns the
+    # block's value (given the key), or nil without a block.
+    def delete(key)
+      value = _delete(key)
+      return yield(key) if value.nil? && block_given?
+
+      value
+    end
+
+    # Like Hash#update (and #merge!): sets every pair of +hash+ (set_many), returns self.
+    def update(hash)
+      set_many(hash)
+      self
+    end
+    alias merge! update
+
+    # Like Hash#values_at: the values of +keys+, nil for each missing one (get_many).
+    def values_at(*keys)
+      get_many(keys)
+    end
+
+    # Yields every key (a scan, as #each). Without a block, returns an Enumerator.
+    def each_key
+      return enum_for(:each_key) { size } unless block_given?
+
+      each { |k, _| yield k }
+    end
+
+    # Yields every value (a scan, as #each). Without a block, returns an Enumerator.
+    def each_value
+      return enum_for(:each_value) { size } unless block_given?
+
+      each { |_, v| yield v }
+    end
+
     alias store []=
     alias include? key?
     alias has_key? key?

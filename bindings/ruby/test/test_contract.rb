@@ -83,6 +83,15 @@ class TestContract < Minitest::Test
       assert_kind_of Enumerator, enum
       assert_equal 2, enum.size
       assert_same db, db.each { nil }
+      assert_nil db.delete("zz")
+      assert_equal "none zz", db.delete("zz") { |k| "none #{k}" }
+      assert_same db, db.update("c" => "3")
+      assert_same db, db.merge!("d" => "4")
+      assert_equal ["1", nil, "4"], db.values_at("a", "zz", "d")
+      assert_equal %w[a b c d], db.each_key.sort
+      assert_equal %w[1 2 3 4], db.each_value.to_a.sort
+      assert_equal 4, db.each_key.size
+      assert_equal "4", db.delete("d") { flunk "the block runs only for a missing key" }
       db.clear
       assert_equal 0, db.size
       assert_equal :auto, db.gvl
