@@ -949,10 +949,11 @@ impl Core {
         Ok(pass)
     }
 
-    /// Zeroes `(shard, offset, length)` extents ([`Region::zero_range`](crate::region::Region::zero_range): their blocks stay
-    /// allocated for reuse), one call per run of adjacent extents (of any of the shards), not
-    /// one per extent: each call locks the file against page faults and shoots down the map's
-    /// TLB entries.
+    /// Zeroes `(shard, offset, length)` extents
+    /// ([`Region::zero_range`](crate::region::Region::zero_range): their blocks stay allocated
+    /// for reuse), one call per run of adjacent extents (of any of the shards), not one per
+    /// extent: each call locks the file against page faults and shoots down the map's TLB
+    /// entries.
     fn zero(&self, extents: &[(usize, u64, u64)]) -> Result<()> {
         let mut old: Vec<(u64, u64)> = extents.iter().map(|&(_, off, len)| (off, len)).collect();
         old.sort_unstable();

@@ -318,11 +318,15 @@ mod tests {
 
     #[test]
     fn messages_say_what_to_do() {
-        let e = OpenError::Locked { path: "/tmp/x.sj".into(), pid: Some(1234) };
+        // Another process's pid (not this test's own, which reads differently; see below).
+        let other = if std::process::id() == 1234 { 1235 } else { 1234 };
+        let e = OpenError::Locked { path: "/tmp/x.sj".into(), pid: Some(other) };
         assert_eq!(
             e.to_string(),
-            "database /tmp/x.sj is locked by process 1234; close it there, or wait for that \
-             process to exit"
+            format!(
+                "database /tmp/x.sj is locked by process {other}; close it there, or wait for \
+                 that process to exit"
+            )
         );
         let e = OpenError::Locked { path: "/tmp/x.sj".into(), pid: Some(std::process::id()) };
         assert!(e.to_string().contains("already open in this process"), "{e}");
