@@ -146,7 +146,9 @@ impl Builder {
 
     /// Records you expect (optional): each shard's first index table is sized so that this
     /// many records fit without the table growing. Tables grow with the data anyway; the
-    /// hint only saves the early doublings. Not saved.
+    /// hint only saves the early doublings. Not saved. A hint whose tables (about 9.2 bytes a
+    /// record) would take more than half of [`max_size`](Builder::max_size) is refused with
+    /// [`OpenError::InvalidOption`] when opening.
     pub fn capacity_hint(mut self, records: u64) -> Builder {
         self.capacity_hint = records;
         self
@@ -208,7 +210,7 @@ impl Builder {
     /// Slots of the first table: `capacity_hint / shards` records at most 7/8 full.
     fn first_table_slots(&self) -> u64 {
         let per_shard = self.capacity_hint / u64::from(self.shards.max(1));
-        (per_shard * 8).div_ceil(7).min(1 << 31)
+        per_shard.saturating_mul(8).div_ceil(7).min(1 << 31)
     }
 
     fn check(&self) -> Result<u32, OpenError> {
@@ -224,6 +226,25 @@ impl Builder {
             return Err(OpenError::InvalidOption {
                 name: "max_size",
                 reason: format!("{n} is not between 1 MiB and 8 TiB"),
+            });
+        }
+        // The first tables of every shard must fit the map with room to spare: a mistyped
+        // hint would otherwise allocate gigabytes of index (up to 16 GiB a shard) at the
+        // first write, and in memory fault them all in.
+        let index =
+            self.first_table_slots().saturating_mul(8).saturating_mul(u64::from(self.shards));
+        let room = self.reservation();
+        if index > room / 2 {
+            return Err(OpenError::InvalidOption {
+                name: "capacity_hint",
+                reason: format!(
+                    "{} records would take {:.1} GiB of index tables up front, more than half of \
+                     max_size ({:.1} GiB); give a smaller hint (tables grow with the data \
+                     anyway) or a larger max_size",
+                    self.capacity_hint,
+                    index as f64 / f64::from(1u32 << 30),
+                    room as f64 / f64::from(1u32 << 30),
+                ),
             });
         }
         Ok(self.shards.trailing_zeros())

@@ -384,6 +384,23 @@ fn capacity_hint_sizes_the_first_tables() {
 }
 
 #[test]
+fn a_capacity_hint_too_large_for_the_map_is_refused() {
+    // 10^12 records: about 9 TB of index tables against the 256 GiB map. It used to give
+    // the first shard written a 16 GiB table (and a memory database would fault it in).
+    for hint in [1_000_000_000_000, u64::MAX] {
+        let e = Db::builder().capacity_hint(hint).memory().unwrap_err();
+        assert!(matches!(e, OpenError::InvalidOption { name: "capacity_hint", .. }), "{e}");
+        assert!(e.to_string().contains("smaller hint"), "{e}");
+    }
+    let dir = TempDir::new("hint");
+    let e = Db::builder().max_size(1 << 30).capacity_hint(100_000_000).open(dir.file("h.sj"));
+    assert!(matches!(e, Err(OpenError::InvalidOption { name: "capacity_hint", .. })));
+    // A hint that fits is taken.
+    let db = Db::builder().max_size(1 << 30).capacity_hint(1_000_000).open(dir.file("h.sj"));
+    db.unwrap().set(b"k", b"v").unwrap();
+}
+
+#[test]
 fn rebuild_compacts_resizes_and_keeps_everything() {
     let dir = TempDir::new("rebuild");
     let path = dir.file("r.sj");
