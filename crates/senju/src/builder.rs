@@ -542,9 +542,8 @@ fn hand_out_space(
     for (off, len) in free {
         ctx.free.add(off, len);
     }
-    for (s, mut c) in shards.iter().zip(chunks) {
-        c.sort_unstable();
-        s.set_chunks(c.into_iter().map(|(_, e)| e).collect());
+    for (s, c) in shards.iter().zip(chunks) {
+        s.set_chunks(c);
     }
     Ok(())
 }

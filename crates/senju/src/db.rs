@@ -38,7 +38,9 @@ pub struct Stats {
     /// Bytes of records that are overwritten or removed (reclaimed by the next rebuild).
     pub dead_bytes: u64,
     /// Bytes inside the file that no chunk uses (left by replaced index tables and by
-    /// rebuilds); new chunks of any shard reuse them before the file grows.
+    /// rebuilds; new chunks of any shard reuse them before the file grows), and chunks of
+    /// large records that were replaced before any sync promised them (the same shard's
+    /// next large records reuse them; see `docs/design.md` §3.5).
     pub free_bytes: u64,
     /// Automatic rebuilds done by this handle (passes that rebuilt at least one shard; see
     /// [`Builder::auto_rebuild`](crate::Builder::auto_rebuild)).
@@ -701,6 +703,7 @@ impl Db {
         for shard in self.core.shards.iter() {
             let w = shard.writer(&self.core.ctx)?;
             let (slots, live, dead) = w.usage();
+            s.free_bytes += w.recycled_bytes();
             s.records += shard.len();
             s.table_slots += slots;
             s.live_bytes += live;
@@ -743,7 +746,11 @@ impl Db {
         for (id, shard) in self.core.shards.iter().enumerate() {
             // Taking each lock once after `closed` is set waits out the writer in flight;
             // later writers see `closed` under the lock.
-            let e = shard.writer_unchecked(&self.core.ctx).dir_entry();
+            let mut w = shard.writer_unchecked(&self.core.ctx);
+            // Recycled chunks become free space, punched below.
+            w.release_recycled();
+            let e = w.dir_entry();
+            drop(w);
             let at = PAGE + (id * DIR_ENTRY_LEN) as u64;
             // SAFETY: the directory is written only here and read only while opening.
             unsafe { self.core.ctx.region.write(at, &e.encode()) }
@@ -889,7 +896,7 @@ impl Core {
         let mut unpromised = Vec::new();
         let mut promised = Vec::new();
         for (id, c) in &work {
-            for r in &c.old_chunks {
+            for r in c.old_chunks.values() {
                 let to =
                     if !file || r.born == generation { &mut unpromised } else { &mut promised };
                 to.push((*id, r.off, r.len));

@@ -707,6 +707,12 @@ impl Region {
         Ok(())
     }
 
+    /// Whether the map is anonymous memory (the memory engine): nothing in it is ever made
+    /// durable, so no sync can have promised any of it.
+    pub(crate) fn is_anonymous(&self) -> bool {
+        self.anonymous
+    }
+
     /// Makes every write and hole so far durable, file metadata included.
     pub(crate) fn sync_all(&self) -> io::Result<()> {
         self.hard_sync_starts();

@@ -8,6 +8,7 @@
 //! one global atomic add per new chunk of 4-32 KiB, none per record), then publishes it with
 //! one `Release` store into the slot. Nothing a writer touches is shared with other shards.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use senju_sync::{SpinRwLock, SpinRwLockWriteGuard};
@@ -143,6 +144,11 @@ const PUNCH_MIN: u64 = 256 << 10;
 /// Record chunks start at one page and double per chunk up to this.
 const MAX_RECORD_CHUNK: u64 = 32 << 10;
 
+/// Records longer than this may have a chunk of their own (a [`Solo`] chunk: a chunk's
+/// header and the record would not fit the smallest normal chunk, one page); shorter ones
+/// never do, so replacing them costs no look-up.
+const SOLO_MIN_LEN: u64 = PAGE - CHUNK_HEADER_LEN;
+
 /// Whether a table of `slots` slots with `used` occupied (live or tombstone) entries must be
 /// rebuilt before one more insert: above 7/8 the probes get long.
 fn over_limit(used: u64, slots: u64) -> bool {
@@ -160,7 +166,7 @@ pub(crate) struct Compacted {
     pub(crate) first_chunk: u64,
     pub(crate) first_seq: u64,
     /// The record chunks the copy replaced, to free after a grace period (see `Db::rebuild`).
-    pub(crate) old_chunks: Vec<RecordChunk>,
+    pub(crate) old_chunks: BTreeMap<(u64, u64), RecordChunk>,
 }
 
 /// A record chunk of a shard.
@@ -207,10 +213,46 @@ pub(crate) struct ShardState {
     // Cold: changed once per chunk or table.
     id: u32,
     next_seq: u64,
-    /// This shard's live record chunks, oldest first.
-    chunks: Vec<RecordChunk>,
+    /// This shard's live record chunks by (sequence number, offset): oldest first.
+    chunks: BTreeMap<(u64, u64), RecordChunk>,
     /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
     limbo: Vec<(u64, u64, u64)>,
+    /// Chunks started since the file was opened for one record too large for a normal
+    /// chunk, that no other record has joined, by offset (see [`Solo`]).
+    solo: HashMap<u64, Solo>,
+    /// Solo chunks whose record was replaced before any hard sync could promise it, oldest
+    /// first: space only this shard reuses (see [`ShardWriter::recycle`]).
+    recycled: Vec<Recycled>,
+    /// A recycled chunk's header, written once its record is (see
+    /// [`ShardWriter::write_due_header`]).
+    header_due: Option<(u64, ChunkHeader)>,
+}
+
+/// A recycled chunk.
+#[derive(Clone, Copy, Debug)]
+struct Recycled {
+    off: u64,
+    len: u64,
+    /// Its sequence number and generation as a chunk of the shard (see [`Solo`]).
+    seq: u64,
+    born: u64,
+    /// The epoch to wait out before reusing it.
+    epoch: u64,
+}
+
+/// Recycled chunks a shard keeps at most; beyond, the oldest goes back to the dead chunks.
+const MAX_RECYCLED: usize = 32;
+
+/// A chunk that holds one record and nothing else (its tail, the rest of its last page,
+/// stays empty while it is solo). When that record is replaced, the whole chunk is dead.
+#[derive(Clone, Copy, Debug)]
+struct Solo {
+    /// The chunk's sequence number (with its offset, its key in [`ShardState::chunks`]).
+    seq: u64,
+    /// Where the chunk ends.
+    end: u64,
+    /// [`Region::sync_generation`] when the chunk was started.
+    born: u64,
 }
 
 impl Shard {
@@ -244,10 +286,13 @@ impl Shard {
         s
     }
 
-    /// Hands the shard its record chunks (oldest first), found while opening.
-    pub(crate) fn set_chunks(&self, chunks: Vec<(u64, u64)>) {
-        self.state.write().chunks =
-            chunks.into_iter().map(|(off, len)| RecordChunk { off, len, born: 0 }).collect();
+    /// Hands the shard its record chunks, `(sequence number, (offset, length))`, found
+    /// while opening.
+    pub(crate) fn set_chunks(&self, chunks: Vec<(u64, (u64, u64))>) {
+        self.state.write().chunks = chunks
+            .into_iter()
+            .map(|(seq, (off, len))| ((seq, off), RecordChunk { off, len, born: 0 }))
+            .collect();
     }
 
     /// Sets where the current chunk ends (read back from its header on a clean open).
@@ -471,6 +516,7 @@ impl<'a> ShardWriter<'a> {
     /// The key's newest record is marked [`KILLED`] in place: one atomic byte store that
     /// the checksum does not cover, so it cannot tear the record, and replay reads the marked
     /// record as the removal. Readers that loaded the slot before keep a valid record.
+    #[inline]
     pub(crate) fn delete(&mut self, p: Probe, _key: &[u8]) -> Result<bool> {
         if let Probe::Found { off, .. } = p {
             let first = self
@@ -643,6 +689,7 @@ impl<'a> ShardWriter<'a> {
         let sum = format::record_sum(written[0], &written[1..], self.ctx.salt);
         // SAFETY: as for the writes above.
         unsafe { region.write(at, &sum.to_le_bytes()) }.ok_or_else(oob)?;
+        self.write_due_header()?;
         Ok((off, len))
     }
 
@@ -659,20 +706,45 @@ impl<'a> ShardWriter<'a> {
 
     /// [`reserve`](Self::reserve) when the current chunk is full (or there is none): starts
     /// a new chunk, about once per 1,300 small records.
+    ///
+    /// A record too large for a normal chunk gets a [`Solo`] chunk of its own size, whose
+    /// tail the next records do not join; should one need no more room than that tail, the
+    /// chunk stops being solo and they do. A solo chunk may be a recycled one (see
+    /// [`recycle`](Self::recycle)); its header is then written only after its record (see
+    /// [`append`](Self::append)).
     #[cold]
     fn reserve_in_new_chunk(&mut self, len: u64) -> Result<u64> {
+        self.write_due_header()?;
+        if self.st.chunk != 0
+            && let Some(s) = self.st.solo.get(&self.st.chunk)
+            && s.end - self.st.cursor >= len
+        {
+            self.st.chunk_end = s.end;
+            let chunk = self.st.chunk;
+            self.st.solo.remove(&chunk);
+            let off = self.st.cursor;
+            self.st.cursor += len;
+            return Ok(off);
+        }
         let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
         let need = format::align_up(CHUNK_HEADER_LEN + len, PAGE);
-        // Reused space first: any free extent that holds the record becomes (part of) the
-        // chunk, so leftovers smaller than a normal chunk are not stranded.
-        let (off, chunk_len, reused) = self.alloc(need, need.max(normal))?;
+        let solo = need > normal;
+        // Reused space first: for a solo chunk, one this shard recycled (whole); else any
+        // free extent that holds the record becomes (part of) the chunk, so leftovers
+        // smaller than a normal chunk are not stranded.
+        let recycled = if solo { self.take_recycled(need) } else { None };
+        let (off, chunk_len, reused) = match recycled {
+            Some((off, l)) => (off, l, true),
+            None => self.alloc(need, need.max(normal))?,
+        };
         let tail = off + CHUNK_HEADER_LEN + len;
         if reused {
             // A record chunk ends at its first empty record: clear what this first record does
             // not cover, so the chunk reads as records followed by zeros (as `check` expects
             // of a cleanly closed file).
-            // SAFETY: the space was just taken from the free space (no reader can reach it:
-            // its grace period has passed, and no other writer: we took it).
+            // SAFETY: the space was just taken from the free space or from this shard's
+            // recycled chunks (no reader can reach it: its grace period has passed, and no
+            // other writer: we took it).
             unsafe { self.ctx.region.zero(tail, off + chunk_len - tail) }
                 .ok_or(StorageError::Corrupted { offset: off, what: "chunk outside the file" })?;
         }
@@ -683,14 +755,122 @@ impl<'a> ShardWriter<'a> {
             seq: self.st.next_seq,
             void_before: 0,
         };
-        self.ctx.write_chunk_header(off, &h)?;
+        if recycled.is_some() {
+            self.st.header_due = Some((off, h));
+        } else {
+            self.ctx.write_chunk_header(off, &h)?;
+        }
         let born = self.ctx.region.sync_generation();
-        self.st.chunks.push(RecordChunk { off, len: chunk_len, born });
+        let seq = self.st.next_seq;
+        self.st.chunks.insert((seq, off), RecordChunk { off, len: chunk_len, born });
         self.st.next_seq += 1;
         self.st.chunk = off;
         self.st.cursor = tail;
         self.st.chunk_end = off + chunk_len;
+        if solo {
+            self.st.solo.insert(off, Solo { seq, end: off + chunk_len, born });
+            // Full while solo (see above).
+            self.st.chunk_end = tail;
+        }
         Ok(off + CHUNK_HEADER_LEN)
+    }
+
+    /// Writes the header of a recycled chunk once its record is in place.
+    ///
+    /// The order is what makes reusing the chunk safe: until the new header is there, the
+    /// old one stands, and under it the chunk's bytes read as the old record (intact, or
+    /// overwritten by identical bytes), which replays at its old place in the shard's log,
+    /// before the record that replaced it, or as nothing (torn) or the whole new record
+    /// (replayed early: an older write of its key may then win, and the new record was
+    /// promised by no sync yet). Had the header come first, the old record, still intact,
+    /// would replay as the newest of its key. The fence keeps the order for a crash of the
+    /// process (the page cache then holds every store made before the crash, in program
+    /// order); a crash of the machine may write back the header's page with or without the
+    /// record's first page, and either reads as above.
+    fn write_due_header(&mut self) -> Result<()> {
+        if let Some((off, h)) = self.st.header_due.take() {
+            std::sync::atomic::fence(Ordering::Release);
+            self.ctx.write_chunk_header(off, &h)?;
+        }
+        Ok(())
+    }
+
+    /// A recycled chunk of `need` to `2 * need` bytes (a solo chunk's tail stays empty)
+    /// whose grace period has passed, the most recently recycled first: its pages are the
+    /// likeliest to be in memory still.
+    fn take_recycled(&mut self, need: u64) -> Option<(u64, u64)> {
+        let epochs = &self.ctx.epochs;
+        let fits = |l: u64| l >= need && l <= 2 * need;
+        let i = self.st.recycled.iter().rposition(|r| fits(r.len) && epochs.is_safe(r.epoch))?;
+        let r = self.st.recycled.remove(i);
+        Some((r.off, r.len))
+    }
+
+    /// Called when the record at `off` (`len` bytes, longer than [`SOLO_MIN_LEN`]) has just
+    /// been replaced by a newer record of its key: if it was alone in a solo chunk begun
+    /// since the last hard sync started, the chunk is recycled: this shard reuses it, whole,
+    /// for its next solo chunk that fits, once no reader can still be reading it (the epoch
+    /// is taken after the slot was replaced).
+    ///
+    /// Why that is safe. No sync has promised the old record: none started between its
+    /// chunk's start and now (the generation is unchanged, read after the new record and
+    /// its slot were written), so every sync that completes from here on started after the
+    /// new record was written and promises it, and a crash before one completes may lose
+    /// both. Reuse writes the new header last ([`write_due_header`](Self::write_due_header)),
+    /// at the old header's place, so a chunk never starts inside the old one's extent, which
+    /// the old header would hide from the file's walk. Only replacements recycle: a removal
+    /// marks the record itself, which must stay to keep older records of the key dead.
+    #[cold]
+    fn recycle(&mut self, off: u64, len: u64) {
+        let Some(chunk) = off.checked_sub(CHUNK_HEADER_LEN) else { return };
+        let Some(s) = self.st.solo.remove(&chunk) else { return };
+        let region = &self.ctx.region;
+        if !region.is_anonymous() && s.born != region.sync_generation() {
+            // Promised by a sync: an ordinary dead chunk from now on, freed by a rebuild.
+            return;
+        }
+        let Some(c) = self.st.chunks.remove(&(s.seq, chunk)) else { return };
+        self.st.dead_bytes = self.st.dead_bytes.saturating_sub(len);
+        if self.st.chunk == chunk {
+            // A clean close records the current chunk in the directory, and a recycled one
+            // may be gone by then.
+            self.st.chunk = 0;
+            self.st.cursor = 0;
+            self.st.chunk_end = 0;
+        }
+        let epoch = self.ctx.epochs.retire();
+        self.st.recycled.push(Recycled { off: c.off, len: c.len, seq: s.seq, born: c.born, epoch });
+        if self.st.recycled.len() > MAX_RECYCLED {
+            // Sizes that no solo chunk asks for any more: back to the dead chunks, for a
+            // rebuild to free.
+            let r = self.st.recycled.remove(0);
+            self.unrecycle(r);
+        }
+    }
+
+    /// Makes a recycled chunk an ordinary dead chunk of the shard again (on disk it is one).
+    fn unrecycle(&mut self, r: Recycled) {
+        self.st.chunks.insert((r.seq, r.off), RecordChunk { off: r.off, len: r.len, born: r.born });
+        self.st.dead_bytes += r.len;
+    }
+
+    /// Hands the recycled chunks whose grace period has passed to the file's free space (for
+    /// `close`, which punches it; the others stay what they are on disk, valid chunks of this
+    /// shard whose record a newer one overrides).
+    pub(crate) fn release_recycled(&mut self) {
+        let ctx = self.ctx;
+        self.st.recycled.retain(|r| {
+            let safe = ctx.epochs.is_safe(r.epoch);
+            if safe {
+                ctx.free.add(r.off, r.len);
+            }
+            !safe
+        });
+    }
+
+    /// Bytes of the shard's recycled chunks (free space only this shard reuses).
+    pub(crate) fn recycled_bytes(&self) -> u64 {
+        self.st.recycled.iter().map(|r| r.len).sum()
     }
 
     /// Points the index at the record at `off` (already written); the probe `p` was made on
@@ -713,11 +893,14 @@ impl<'a> ShardWriter<'a> {
     ) -> Result<()> {
         let slot = format::slot_encode(off, hash);
         match p {
-            Probe::Found { pos, len: old_len, .. } => {
+            Probe::Found { pos, off: old, len: old_len } => {
                 self.st.dead_bytes += old_len;
                 self.st.live_bytes = self.st.live_bytes.saturating_sub(old_len) + len;
                 // Release pairs with the reader's Acquire load of the slot (`table::find`).
                 slots[pos].store(slot, Ordering::Release);
+                if old_len > SOLO_MIN_LEN {
+                    self.recycle(old, old_len);
+                }
             }
             Probe::Vacant { pos, tomb } => {
                 // Release: as above.
@@ -733,6 +916,7 @@ impl<'a> ShardWriter<'a> {
     }
 
     /// Marks the slot a probe found as removed; `len` is the tombstone record's length.
+    #[inline]
     pub(crate) fn index_delete(&mut self, p: Probe, len: u64) -> Result<()> {
         if let Probe::Found { pos, len: old_len, .. } = p {
             let region = &self.ctx.region;
@@ -837,9 +1021,15 @@ impl<'a> ShardWriter<'a> {
     /// bring the key back). The old chunks go back on the shard's list, the copies count as
     /// dead where they replaced a record, and the unpublished table is freed as a retired one.
     pub(crate) fn compact(&mut self) -> Result<Option<Compacted>> {
+        // Recycled chunks are dead chunks on disk: the rebuild frees them with the others.
+        for r in std::mem::take(&mut self.st.recycled) {
+            self.unrecycle(r);
+        }
         if self.st.chunks.is_empty() {
             return Ok(None);
         }
+        // Every old chunk stays until the rebuild frees it: none may be recycled.
+        self.st.solo.clear();
         let old_chunks = std::mem::take(&mut self.st.chunks);
         let old_table = self.table();
         // Start a fresh chunk even if the current one has room: the copy must come entirely
@@ -851,7 +1041,7 @@ impl<'a> ShardWriter<'a> {
         match self.copy_live(old_table, &mut new, &mut copied) {
             Ok(()) => {
                 let new = new.expect("a successful copy made its table");
-                let first_chunk = self.st.chunks.first().map_or(0, |r| r.off);
+                let first_chunk = self.st.chunks.first_key_value().map_or(0, |(_, r)| r.off);
                 self.publish_table(Some(new));
                 self.st.tombs = 0;
                 self.st.live_bytes = copied;
@@ -915,14 +1105,13 @@ impl<'a> ShardWriter<'a> {
     /// shard's list, ahead of the copy's, all of their bytes dead (the copy holds every live
     /// record), so that the next rebuild copies the shard again and frees them.
     pub(crate) fn abandon(&mut self, c: Compacted) {
-        self.st.dead_bytes += c.old_chunks.iter().map(|r| r.len).sum::<u64>();
-        let copies = std::mem::replace(&mut self.st.chunks, c.old_chunks);
-        self.st.chunks.extend(copies);
+        self.st.dead_bytes += c.old_chunks.values().map(|r| r.len).sum::<u64>();
+        self.st.chunks.extend(c.old_chunks);
     }
 
     /// Commits a compaction: the first chunk of the copy says that older chunks are void.
     pub(crate) fn commit(&mut self, c: &Compacted) -> Result<()> {
-        let len = self.st.chunks.iter().find(|r| r.off == c.first_chunk).map_or(0, |r| r.len);
+        let len = self.st.chunks.values().find(|r| r.off == c.first_chunk).map_or(0, |r| r.len);
         let h = ChunkHeader {
             kind: CHUNK_RECORDS,
             shard: self.st.id,
@@ -936,7 +1125,7 @@ impl<'a> ShardWriter<'a> {
     /// Bytes of this shard's live record chunks (for tests).
     #[cfg(test)]
     pub(crate) fn chunk_bytes(&self) -> u64 {
-        self.st.chunks.iter().map(|r| r.len).sum()
+        self.st.chunks.values().map(|r| r.len).sum()
     }
 
     /// Tombstone slots in this shard's table (for tests).

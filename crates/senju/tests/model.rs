@@ -41,6 +41,8 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         4 => proptest::collection::vec(any::<u8>(), 0..12),
         1 => proptest::collection::vec(any::<u8>(), 0..5000),
+        // Records in chunks of their own, whose chunks are recycled when they are replaced.
+        1 => proptest::collection::vec(any::<u8>(), 4000..40_000),
     ]
 }
 

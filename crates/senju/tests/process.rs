@@ -46,11 +46,13 @@ fn child_process() {
             println!("LOCKED");
             std::thread::sleep(Duration::from_secs(30));
         }
-        "writer" | "rebuilder" | "autorebuilder" => {
+        "writer" | "rebuilder" | "autorebuilder" | "bigwriter" => {
             // Writes keys in rounds; after each round's hard sync, reports the round. The
             // value of key `k` written in round `r` is `r`, so the parent can tell which
             // rounds must be complete. The auto-rebuilder rebuilds in the background as soon
-            // as a shard's dead records outweigh its live ones (every round or so).
+            // as a shard's dead records outweigh its live ones (every round or so). The big
+            // writer also rewrites large values three times a round, so that their chunks
+            // are recycled and reused (`tests/recycle.rs`) while it may be killed.
             let mut builder = Db::builder().shards(16);
             if role == "autorebuilder" {
                 builder = builder.auto_rebuild(Some(1));
@@ -59,6 +61,14 @@ fn child_process() {
             let start: u64 =
                 db.get(b"round").unwrap().map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
             for round in start + 1.. {
+                if role == "bigwriter" {
+                    for j in 0..3 {
+                        for b in 0..BIG_KEYS {
+                            let value = vec![big_fill(round, j); big_len(round, b, j)];
+                            db.set(format!("big{b}").as_bytes(), &value).unwrap();
+                        }
+                    }
+                }
                 for k in 0..200u32 {
                     let value = vec![(round % 251) as u8; 1 + (k as usize * 13) % 300];
                     db.set(format!("k{k}").as_bytes(), &value).unwrap();
@@ -81,6 +91,50 @@ fn child_process() {
         }
         other => panic!("unknown role {other}"),
     }
+}
+
+/// The big writer's large keys.
+const BIG_KEYS: u64 = 6;
+
+/// The length of large key `b`'s value in round `round`, pass `j` (of 3): 4-74 KB, so that
+/// recycled chunks are reused by values longer and shorter than their first.
+fn big_len(round: u64, b: u64, j: u64) -> usize {
+    4_200 + ((round * 31 + b * 7 + j * 3) % 41) as usize * 1_700
+}
+
+/// Every byte of the large values of round `round`, pass `j`.
+fn big_fill(round: u64, j: u64) -> u8 {
+    ((round * 3 + j) % 251) as u8
+}
+
+/// Checks that the large keys hold what the big writer had written when it died: every
+/// write of rounds up to `round` and a prefix of round `round + 1`'s (passes `j` of keys
+/// `b`, in the order `j * BIG_KEYS + b`). A recycled chunk whose old value came back would
+/// break the prefix.
+fn check_big_keys(db: &Db, round: u64, kill: u32) {
+    // The cut: how many of round + 1's writes happened, somewhere in `lo..=hi`.
+    let (mut lo, mut hi) = (0, 3 * BIG_KEYS);
+    for b in 0..BIG_KEYS {
+        let v = db.get(format!("big{b}").as_bytes()).unwrap().expect("big key lost");
+        assert!(v.iter().all(|&x| x == v[0]), "kill {kill}: torn big value");
+        let found = [(round, 2), (round + 1, 0), (round + 1, 1), (round + 1, 2)]
+            .into_iter()
+            .find(|&(r, j)| big_fill(r, j) == v[0] && big_len(r, b, j) == v.len());
+        match found {
+            // Its first write of round + 1 (write `b`) did not happen.
+            Some((r, _)) if r == round => hi = hi.min(b),
+            // Write `p` happened, this key's next one (`p + BIG_KEYS`) did not.
+            Some((_, j)) => {
+                let p = j * BIG_KEYS + b;
+                lo = lo.max(p + 1);
+                hi = hi.min(p + BIG_KEYS);
+            }
+            None => {
+                panic!("kill {kill}: big{b} holds {} bytes of {}, round {round}", v.len(), v[0])
+            }
+        }
+    }
+    assert!(lo <= hi, "kill {kill}: the large keys are no prefix of the writes (round {round})");
 }
 
 #[test]
@@ -111,6 +165,13 @@ fn kills() -> u32 {
 #[test]
 fn sigkill_at_random_moments_loses_no_synced_round() {
     kill_loop("writer", kills());
+}
+
+/// The same while large values are rewritten: their recycled chunks never bring an old value
+/// back, nor lose a synced one.
+#[test]
+fn sigkill_while_large_values_are_rewritten_loses_no_synced_round() {
+    kill_loop("bigwriter", kills().div_ceil(2));
 }
 
 /// The same with a `rebuild` after every round: a kill in the middle of a rebuild (copying,
@@ -179,6 +240,9 @@ fn kill_loop(role: &str, kills: u32) -> u64 {
             let r = u64::from(v[0]);
             assert!(v.iter().all(|&b| u64::from(b) == r), "kill {kill}: torn value");
             assert!(r == round % 251 || r == (round + 1) % 251, "kill {kill}: stale round");
+        }
+        if role == "bigwriter" {
+            check_big_keys(&db, round, kill);
         }
         for k in (0..200u32).step_by(7) {
             // Each round removes and re-sets these keys; the round in flight may have been
