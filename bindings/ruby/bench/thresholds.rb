@@ -2,8 +2,8 @@
 
 # Where releasing the GVL starts to pay, for the :auto thresholds in
 # ext/senju/src/db.rs (BIG_VALUE, BIG_BATCH): throughput of :release vs :hold at 1 and 2
-# threads, for single set+get of values of several sizes and get_many/set_many of several
-# batch sizes, modes alternating, median of ROUNDS rounds.
+# threads (THREADS=1,2,8 for others), for single set+get of values of several sizes and
+# get_many/set_many of several batch sizes, modes alternating, median of ROUNDS rounds.
 #
 #   ruby -I bindings/ruby/lib bindings/ruby/bench/thresholds.rb [ROUNDS] [SECONDS]
 
@@ -11,6 +11,7 @@ require "senju"
 
 ROUNDS = Integer(ARGV[0] || 3)
 SECONDS = Float(ARGV[1] || 0.3)
+THREADS = (ENV["THREADS"] || "1,2").split(",").map { |t| Integer(t) }
 
 def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
@@ -36,18 +37,20 @@ def row(label, setup, &op)
     modes.each do |mode|
       Senju::DB.open(memory: true, gvl: mode) do |db|
         setup.call(db)
-        [1, 2].each { |t| by[[mode, t]] << rate(db, t, &op) }
+        THREADS.each { |t| by[[mode, t]] << rate(db, t, &op) }
       end
     end
   end
   med = ->(xs) { xs.sort[xs.size / 2] }
-  cells = [[:hold, 1], [:release, 1], [:hold, 2], [:release, 2]].map { |k| med.(by[k]) }
-  puts format("| %-22s | %9.0f | %9.0f | %9.0f | %9.0f | %5.2f |", label, *cells, cells[3] / cells[2])
+  cells = THREADS.flat_map { |t| [med.(by[[:hold, t]]), med.(by[[:release, t]])] }
+  ratios = cells.each_slice(2).map { |h, r| format("%5.2f", r / h) }
+  puts "| #{label.ljust(22)} | #{cells.map { |c| format("%9.0f", c) }.join(" | ")} | #{ratios.join(" | ")} |"
 end
 
 puts "load: #{File.read("/proc/loadavg").split[0, 3].join(" ")}, rounds #{ROUNDS} x #{SECONDS} s"
-puts "| case (ops/s, an op = one item) | hold 1t | release 1t | hold 2t | release 2t | rel/hold 2t |"
-puts "|---|---|---|---|---|---|"
+heads = THREADS.flat_map { |t| ["hold #{t}t", "release #{t}t"] } + THREADS.map { |t| "rel/hold #{t}t" }
+puts "| case (ops/s, an op = one item) | #{heads.join(" | ")} |"
+puts "|#{"---|" * (heads.size + 1)}"
 [1024, 4096, 16_384, 65_536].each do |size|
   v = "x" * size
   keys = Array.new(64) { |i| "key#{i}" }

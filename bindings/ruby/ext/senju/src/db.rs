@@ -23,7 +23,7 @@ use crate::error::{closed_error, internal_error, open_error, storage_error};
 use crate::gvl::{self, CHUNK, Mode, Policy, Step, Weight};
 use crate::packed::{Packed, PackedValues};
 
-/// Values at least this long make a single call `Weight::Batch` (released under `:auto`).
+/// Values at least this long make a single call `Weight::Large` (released under `:auto`).
 /// Measured with `bench/thresholds.rb` (lab/0004-ruby-threads): at 2 threads releasing lost
 /// to holding at 16 KiB (0.54-0.72x) and won at 64 KiB (1.18-1.22x).
 const BIG_VALUE: usize = 64 * 1024;
@@ -231,7 +231,7 @@ fn read_big(
         // SAFETY: `s` is a live String; `rb_str_buf_new(len)` gave it room for `len` bytes.
         let ptr = unsafe { rb_sys::RSTRING_PTR(raw) }.cast::<u8>().cast_mut();
         let mut st = (OutBuf { ptr, cap: len }, None::<Result<usize, usize>>);
-        gvl::run(ruby, &h.policy, Weight::Batch, &mut st, |(buf, out)| {
+        gvl::run(ruby, &h.policy, Weight::Large, &mut st, |(buf, out)| {
             *out = h.db.get_with(&key, |v| {
                 if v.len() > buf.cap {
                     return Err(v.len());
@@ -258,7 +258,7 @@ fn read_big(
 /// `db[key] = value`.
 fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<RString, Error> {
     let h = rb_self.live(ruby)?;
-    let mut weight = if value.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let mut weight = if value.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
     if !h.policy.releases(weight) {
         // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
         let k = unsafe { key.as_slice() };
@@ -274,7 +274,7 @@ fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<
             }
         }
     }
-    if weight == Weight::Batch {
+    if weight != Weight::Short {
         // A big value is not copied: a frozen String shares (or is) its buffer, which no
         // one can change, and this frame keeps it alive while the store copies from it.
         let frozen = RString::new_frozen(value);
@@ -532,7 +532,7 @@ fn compare_and_set(
 ) -> Result<bool, Error> {
     let h = rb_self.live(ruby)?;
     let big = expected.map_or(0, |s| s.len()).max(new.map_or(0, |s| s.len())) >= BIG_VALUE;
-    let mut weight = if big { Weight::Batch } else { Weight::Short };
+    let mut weight = if big { Weight::Large } else { Weight::Short };
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
     let k = unsafe { key.as_slice() };
     // SAFETY: as for the key.
@@ -555,7 +555,7 @@ fn compare_and_set(
 /// `db.append(key, suffix)`: appends to the value (an absent key counts as empty).
 fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
-    let mut weight = if suffix.len() >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let mut weight = if suffix.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
     let (k, s) = (unsafe { key.as_slice() }, unsafe { suffix.as_slice() });
     match try_short(h, weight, || h.db.try_append(k, s)).map_err(storage(ruby))? {
