@@ -144,6 +144,14 @@ const PUNCH_MIN: u64 = 256 << 10;
 /// Record chunks start at one page and double per chunk up to this.
 const MAX_RECORD_CHUNK: u64 = 32 << 10;
 
+/// A record whose chunk would need more than this (or more than the shard's normal chunk,
+/// while that is smaller) gets a [`Solo`] chunk of its own. Above half a normal chunk a
+/// record packs no better into shared chunks anyway (a 17 KiB record leaves 15 KiB of its
+/// 32 KiB chunk to smaller ones or to waste; alone it wastes at most its last page), and a
+/// solo chunk can be recycled when the record is replaced. Below it, shared chunks pack
+/// better (three 10 KiB records in 32 KiB, where alone each would take 12 KiB).
+const SOLO_CHUNK: u64 = MAX_RECORD_CHUNK / 2;
+
 /// Records longer than this may have a chunk of their own (a [`Solo`] chunk: a chunk's
 /// header and the record would not fit the smallest normal chunk, one page); shorter ones
 /// never do, so replacing them costs no look-up.
@@ -728,7 +736,7 @@ impl<'a> ShardWriter<'a> {
         }
         let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
         let need = format::align_up(CHUNK_HEADER_LEN + len, PAGE);
-        let solo = need > normal;
+        let solo = need > normal.min(SOLO_CHUNK);
         // Reused space first: for a solo chunk, one this shard recycled (whole); else any
         // free extent that holds the record becomes (part of) the chunk, so leftovers
         // smaller than a normal chunk are not stranded.

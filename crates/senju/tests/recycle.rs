@@ -57,6 +57,30 @@ fn rewriting_large_values_reuses_their_chunks() {
     }
 }
 
+/// Records over half a normal chunk (16 KiB) get chunks of their own too, once a shard's
+/// chunks have grown to their full 32 KiB, and are recycled the same way.
+#[test]
+fn rewriting_values_over_16_kib_reuses_their_chunks() {
+    let dir = TempDir::new("recycle-medium");
+    let db = Db::builder().shards(1).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
+    // Small records first, so that the shard's chunks are at their full size.
+    for i in 0..5_000u32 {
+        db.set(&i.to_le_bytes(), b"small").unwrap();
+    }
+    let before = db.stats().unwrap().file_bytes;
+    for round in 0..300u64 {
+        for k in 0..4 {
+            db.set(&key(k), &value((round + k) as u8, 20 << 10)).unwrap();
+        }
+    }
+    let s = db.stats().unwrap();
+    // 1,200 values of 20 KiB were written (24 MB); four live ones take 24 KiB each.
+    assert!(s.file_bytes - before < 2 << 20, "{before} then {s:?}");
+    for k in 0..4 {
+        assert_eq!(db.get(&key(k)).unwrap(), Some(value((299 + k) as u8, 20 << 10)));
+    }
+}
+
 /// What a crash of the process leaves (the page cache) is read back as the latest values:
 /// the recycled chunks' old records never replay over the records that replaced them.
 #[test]

@@ -1,5 +1,6 @@
 //! 64 KiB values rewritten over 256 keys: how large does the file get, how fast does it run?
-//! Arguments: PATH [SECONDS=20] [off: no automatic rebuilds].
+//! Arguments: PATH [SECONDS=20] [off: no automatic rebuilds]; `SIZE=16384` in the
+//! environment for values of another size (default 65536).
 use std::time::Instant;
 
 fn main() {
@@ -13,7 +14,8 @@ fn main() {
         builder = builder.auto_rebuild(None);
     }
     let db = builder.open(path).expect("open");
-    let value: Vec<u8> = (0..65536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let size: u32 = std::env::var("SIZE").map_or(65536, |s| s.parse().expect("SIZE"));
+    let value: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     for i in 0..256 {
         db.set(format!("{i:016}").as_bytes(), &value).expect("set");
     }
