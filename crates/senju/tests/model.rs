@@ -22,6 +22,9 @@ enum Op {
     Clear,
     /// Compact every shard (`Db::rebuild`): the contents stay as they are.
     Rebuild,
+    /// A hard sync: the chunks begun before it are promised, and are not recycled when
+    /// their records are replaced.
+    Sync,
     /// Close and reopen the file (clean shutdown).
     Reopen,
     /// Copy the file as a crash would leave it (every returned write is in the page cache)
@@ -59,6 +62,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => k.prop_map(Op::Get),
         1 => Just(Op::Clear),
         1 => Just(Op::Rebuild),
+        1 => Just(Op::Sync),
         1 => Just(Op::Reopen),
         1 => Just(Op::CrashCopy),
     ]
@@ -129,6 +133,7 @@ fn apply(
             model.clear();
         }
         Op::Rebuild => db.rebuild().unwrap(),
+        Op::Sync => db.sync(senju::Durability::Hard).unwrap(),
         Op::Reopen | Op::CrashCopy => return false,
     }
     true
