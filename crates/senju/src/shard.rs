@@ -225,8 +225,8 @@ pub(crate) struct ShardState {
     chunks: BTreeMap<(u64, u64), RecordChunk>,
     /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
     limbo: Vec<(u64, u64, u64)>,
-    /// Chunks started since the file was opened for one record too large for a normal
-    /// chunk, that no other record has joined, by offset (see [`Solo`]).
+    /// Chunks started since the file was opened for one large record, that no other record
+    /// has joined, by offset (see [`Solo`]).
     solo: HashMap<u64, Solo>,
     /// Solo chunks whose record was replaced before any hard sync could promise it, oldest
     /// first: space only this shard reuses (see [`ShardWriter::recycle`]).
@@ -715,9 +715,10 @@ impl<'a> ShardWriter<'a> {
     /// [`reserve`](Self::reserve) when the current chunk is full (or there is none): starts
     /// a new chunk, about once per 1,300 small records.
     ///
-    /// A record too large for a normal chunk gets a [`Solo`] chunk of its own size, whose
-    /// tail the next records do not join; should one need no more room than that tail, the
-    /// chunk stops being solo and they do. A solo chunk may be a recycled one (see
+    /// A record whose chunk would need more than [`SOLO_CHUNK`] (or more than a normal
+    /// chunk) gets a [`Solo`] chunk of its own size. While it is the current chunk, the next
+    /// record joins the rest of its last page if it fits there (the chunk then stops being
+    /// solo: space is not wasted for a recycling that may never come), else starts a chunk. A solo chunk may be a recycled one (see
     /// [`recycle`](Self::recycle)); its header is then written only after its record (see
     /// [`append`](Self::append)).
     #[cold]
