@@ -70,15 +70,45 @@ pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// Inputs at least this long are hashed with AVX2 where the CPU has it (see [`xxh3_64`]).
+const LONG_INPUT: usize = 1024;
+
+/// XXH3-64 of `bytes` with `seed`, for checksums. `xxhash-rust` picks its SIMD code when it
+/// is compiled (SSE2 for a portable x86-64 build); the `xxh3` crate picks AVX2 when it runs,
+/// which hashes a 64 KiB value twice as fast here (30 -> 59 GB/s from cache), and is used
+/// for long inputs on CPUs that have it. Both compute the same function (`hash_is_xxh3` checks the
+/// result against XXH3's reference values, `long_inputs_hash_alike` the two crates against
+/// each other); short inputs stay with `xxhash-rust`, whose short paths are inlined.
+#[inline(always)]
+fn xxh3_64(bytes: &[u8], seed: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if bytes.len() >= LONG_INPUT {
+        return xxh3_64_long(bytes, seed);
+    }
+    xxh3_64_with_seed(bytes, seed)
+}
+
+/// [`xxh3_64`] of a long input, out of line so that the short path inlines as it did.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn xxh3_64_long(bytes: &[u8], seed: u64) -> u64 {
+    if std::arch::is_x86_feature_detected!("avx2") {
+        xxh3::hash64_with_seed(bytes, seed)
+    } else {
+        xxh3_64_with_seed(bytes, seed)
+    }
+}
+
 /// The low 32 bits of XXH3-64 with `seed`: the checksum of headers and records.
 pub(crate) fn checksum(bytes: &[u8], seed: u64) -> u32 {
-    xxh3_64_with_seed(bytes, seed) as u32
+    xxh3_64(bytes, seed) as u32
 }
 
 /// The 64-bit hash of a key; the file's salt is the seed, so colliding keys cannot be chosen
 /// in advance.
 #[inline]
 pub(crate) fn key_hash(key: &[u8], salt: u64) -> u64 {
+    // Keys are short as a rule: no length test on this path.
     xxh3_64_with_seed(key, salt)
 }
 
@@ -542,6 +572,24 @@ mod tests {
     }
 
     use super::*;
+
+    /// The two XXH3 implementations agree on every length around the switch between them
+    /// and on long inputs of odd lengths (stripes, blocks and the last partial stripe).
+    #[test]
+    fn long_inputs_hash_alike() {
+        let data: Vec<u8> =
+            (0..(1u32 << 20) + 77).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+        let lens = (0..4200).chain([8191, 8192, 8193, 65_535, 65_536, 65_537, 100_003, data.len()]);
+        for len in lens {
+            for seed in [0, 0x9e37_79b9_7f4a_7c15, u64::MAX] {
+                let (a, b) = (
+                    xxh3::hash64_with_seed(&data[..len], seed),
+                    xxh3_64_with_seed(&data[..len], seed),
+                );
+                assert_eq!(a, b, "len {len}, seed {seed:#x}");
+            }
+        }
+    }
 
     #[test]
     fn copy_short_copies_every_length_exactly() {
