@@ -239,10 +239,10 @@ static RELEASED: AtomicUsize = AtomicUsize::new(0);
 /// Beyond that a released call adds no parallelism, only a GVL hand-off to pay (a futex
 /// wake, a sleep and two context switches: about as long as the copy of a 64 KiB value), so
 /// it holds the GVL instead. Lab 0004, 64 KiB values rewritten (set, then get) by 8 threads
-/// on 2 CPUs: `:auto` made 0.81x and 0.85x of `:hold` releasing every call, 0.90x with this
-/// limit (where `:release` made 0.77x); a limit of one fewer than the CPUs held 2 threads
-/// to 0.96x of 1 thread (1.65-2.24x with this one). Batches are not limited: their
-/// regions last 100 µs and more, and the hand-off is a small part of them.
+/// on 2 CPUs: `:auto` made 0.81x and 0.85x of `:hold` releasing every call, 0.99x and 1.04x
+/// with this limit (where `:release` made 0.83x); a limit of one fewer than the CPUs held 2
+/// threads to 0.96x of 1 thread. Batches are not limited: their regions last 100 µs and
+/// more, and the hand-off is a small part of them.
 struct Place {
     counted: bool,
 }
