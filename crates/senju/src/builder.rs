@@ -161,9 +161,11 @@ impl Builder {
     /// stays within about twice its live data plus `bytes` while the passes keep up. Passes
     /// are paced (after one that took `t`, none for `2 t`), unless the dead records reach 16
     /// times the larger of the live data and `bytes`: under churn faster than the passes the
-    /// file is bounded near that (64 KiB values rewritten over 256 keys, 16 MiB live, with
-    /// the default: 1.4-2.0 GB; lab 0014). `None` turns it off: the file then keeps every
-    /// overwritten record until you call [`Db::rebuild`].
+    /// file is bounded near that. (Values over 16 KiB replaced between two syncs do not get
+    /// that far: their space is reused at once, without a pass; 64 KiB values rewritten over
+    /// 256 keys keep a 24 MiB file, where this bound alone left 1.4-2.0 GB; lab 0014.)
+    /// `None` turns it off: the file then keeps every overwritten record until you call
+    /// [`Db::rebuild`].
     ///
     /// The rebuild runs in a thread of its own (`senju-rebuild`, started the first time a
     /// shard crosses the threshold) with the protocol of [`Db::rebuild`]: readers never wait,
