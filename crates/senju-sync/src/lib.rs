@@ -5,7 +5,7 @@
 //!
 //! | lock | for | waiting | fairness |
 //! |---|---|---|---|
-//! | [`SpinRwLock`] | short CPU-bound sections (bucket locks, in-memory tables) | spin briefly, yield, then park ([`Relax`] policy) | a waiting writer keeps new readers out |
+//! | [`SpinRwLock`] | short CPU-bound sections (bucket locks, in-memory tables); read-mostly data (readers that meet turn on a reader bias: reads then write no shared line) | spin briefly, yield, then park ([`Relax`] policy) | a waiting writer keeps new readers out |
 //! | [`FairRwLock`] | sections that may be long or contended | spin briefly, then park | phase-fair: a registered reader waits at most one write phase; writers take turns with the `Mutex`'s bounded hand-off |
 //! | [`Mutex`] | exclusive sections | spin briefly, then park | barging; a thread still waiting after its barging phase queues, and a queued waiter is handed the lock after `K` bypasses (default 8) |
 //!
@@ -30,6 +30,7 @@
 //! assert_eq!(*counter.lock(), 4);
 //! ```
 
+mod bias;
 mod fair_rwlock;
 mod mutex;
 mod primitive;

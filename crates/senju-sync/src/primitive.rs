@@ -12,9 +12,13 @@
 //! locked. That one property is what rules out lost wake-ups in every lock here.
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 
 pub(crate) use parking_lot_core::{FilterOp, ParkResult, ParkToken, UnparkResult, UnparkToken};
 
@@ -35,6 +39,34 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
     #[cfg(loom)]
     loom::thread::yield_now();
+}
+
+/// Stores `v` into `slot` and then acts as a `SeqCst` fence: the first half of a
+/// store-buffer (Dekker) pattern, whose next load must be `SeqCst`. In the real build this is
+/// one `SeqCst` swap (on x86 an `xchg`, about half the cost of `mfence`); by the C++20 rules a
+/// `SeqCst` read-modify-write followed by a `SeqCst` load pairs with the other side's `SeqCst`
+/// fence. loom treats `SeqCst` accesses as `AcqRel` but models `SeqCst` fences, so under
+/// loom it is a store and a fence, which the model checks.
+#[inline]
+pub(crate) fn announce(slot: &AtomicUsize, v: usize) {
+    #[cfg(not(loom))]
+    slot.swap(v, Ordering::SeqCst);
+    #[cfg(loom)]
+    {
+        slot.store(v, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// Sleeps about `us` microseconds (under loom: yields to the model's scheduler).
+pub(crate) fn nap(us: u64) {
+    #[cfg(not(loom))]
+    std::thread::sleep(std::time::Duration::from_micros(us));
+    #[cfg(loom)]
+    {
+        let _ = us;
+        loom::thread::yield_now();
+    }
 }
 
 /// The parking lot: sleep in a queue keyed by an address, wake by key.

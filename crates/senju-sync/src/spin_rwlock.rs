@@ -12,11 +12,23 @@
 //!
 //! The fast paths are Tkrzw's: a reader is one `fetch_add`, a writer one compare-and-swap from
 //! zero; each unlock is one read-modify-write. Everything else is in `#[cold]` functions.
+//!
+//! Reader bias. When readers keep meeting inside the lock (a reader's `fetch_add` finds another
+//! reader in, 1024 times in one thread), the lock turns on its `BIAS` bit, and from then on
+//! readers announce themselves in a slot of their own thread's record instead of in the word
+//! (`bias.rs`, after BRAVO): reads on different cores then write no shared cache line. The
+//! first writer to take the lock clears the bit and waits until no slot names the lock; readers
+//! that arrive meanwhile use the word and its writer-intent rule as before. So a read-mostly
+//! lock scales with cores, and a lock that is written often pays one revocation (a look at each
+//! thread's record) per 1024 meetings of its readers per thread. Because a biased read hold
+//! lives in the thread's record, read guards cannot move to another thread (`GuardNoSend`, as
+//! `parking_lot`'s).
 
 use core::marker::PhantomData;
 
+use crate::bias;
 use crate::primitive::park::{park, unpark_filter};
-use crate::primitive::{AtomicU32, FilterOp, Ordering, ParkToken, UnparkToken};
+use crate::primitive::{AtomicU32, FilterOp, Ordering, ParkToken, UnparkToken, nap};
 use crate::relax::{Adaptive, Relax};
 
 /// One reader in the reader count (bits 0..=20).
@@ -26,10 +38,12 @@ const READERS: u32 = (1 << 21) - 1;
 /// The top bit of the reader count: a reader that finds it set leaves the fast path and
 /// reports the overflow instead of corrupting the writer field above.
 const READER_GUARD: u32 = 1 << 20;
-/// One registered waiting writer in the writer count (bits 21..=29).
+/// One registered waiting writer in the writer count (bits 21..=28).
 const WAITING_WRITER: u32 = 1 << 21;
 /// The count of writers that failed to get the lock and wait for it.
-const WAITING_WRITERS: u32 = ((1 << 9) - 1) << 21;
+const WAITING_WRITERS: u32 = ((1 << 8) - 1) << 21;
+/// Readers may enter through their threads' records instead of `READERS` (see `bias.rs`).
+const BIAS: u32 = 1 << 29;
 /// Some thread is parked on this lock (set under the parking-lot queue lock).
 const PARKED: u32 = 1 << 30;
 /// A writer holds the lock.
@@ -47,7 +61,8 @@ pub const MAX_READERS: u32 = READER_GUARD - 1;
 /// | bits   | name              | meaning                                                   |
 /// |--------|-------------------|-----------------------------------------------------------|
 /// | 0..=20 | `READERS`         | readers inside, plus readers that are backing out          |
-/// | 21..=29| `WAITING_WRITERS` | writers that failed to get the lock and still wait         |
+/// | 21..=28| `WAITING_WRITERS` | writers that failed to get the lock and still wait (and a writer that drains biased readers) |
+/// | 29     | `BIAS`            | readers may enter through their threads' records           |
 /// | 30     | `PARKED`          | at least one thread sleeps in the parking lot on this word |
 /// | 31     | `WRITER`          | a writer holds the lock                                    |
 ///
@@ -62,6 +77,13 @@ pub const MAX_READERS: u32 = READER_GUARD - 1;
 /// writer it takes its increment back, so the count may briefly include readers that are
 /// leaving. A writer takes the lock with a CAS from a state with `R=0` and no `WRITER`,
 /// removing its own registration in the same step.
+///
+/// With `BIAS` set (never together with `WRITER` or a waiting writer), a new reader enters
+/// through its record if, after announcing itself there, it still sees `BIAS` and no writer;
+/// otherwise it withdraws and uses `READERS`. Only the CAS that sets `WRITER` clears `BIAS`,
+/// and that writer then waits, still registered, until no record names the lock: a lock
+/// without `BIAS` and without `WRITER` has no reader in a record. `try_lock_exclusive` that
+/// finds such a reader gives `WRITER` back as `BIAS` in one step.
 pub struct RawSpinRwLock<R: Relax = Adaptive> {
     state: AtomicU32,
     relax: PhantomData<fn() -> R>,
@@ -109,18 +131,70 @@ impl<R: Relax> RawSpinRwLock<R> {
     /// Takes a shared lock, waiting while a writer holds the lock or waits for it.
     #[inline]
     pub fn lock_shared(&self) {
+        if self.state.load(Ordering::Relaxed) & BIAS != 0 && self.lock_shared_biased() {
+            return;
+        }
         // Acquire pairs with the Release of `unlock_exclusive`/`downgrade`: a reader that
         // enters sees everything the last writer wrote.
         let s = self.state.fetch_add(READER, Ordering::Acquire);
         if s & (WRITER | WAITING_WRITERS | READER_GUARD) != 0 {
             self.lock_shared_slow(s);
+        } else if s & READERS != 0 && bias::earn_try() {
+            // Another reader was inside: readers meet here often enough to be worth the bias.
+            self.try_bias();
         }
+    }
+
+    /// Enters through this thread's record while the lock is biased and no writer holds it or
+    /// waits for it; false if the reader must use the count.
+    #[inline]
+    fn lock_shared_biased(&self) -> bool {
+        // SeqCst: the load that closes the reader's half of the store-buffer pattern
+        // (`bias.rs`); as an Acquire it pairs with the Release of the last writer's unlock,
+        // whose release sequence the bias-setting CAS continues.
+        bias::enter(self.key(), || {
+            self.state.load(Ordering::SeqCst) & (BIAS | WAITING_WRITERS | WRITER) == BIAS
+        })
+    }
+
+    /// Turns the bias on if no writer holds the lock or waits for it.
+    #[cold]
+    fn try_bias(&self) {
+        let s = self.state.load(Ordering::Relaxed);
+        if s & (BIAS | WRITER | WAITING_WRITERS) == 0 {
+            // Relaxed: a CAS continues the release sequence of the last unlock (see
+            // `lock_shared_biased`). Losing the race costs nothing: the next try comes later.
+            let _ = self.state.compare_exchange(s, s | BIAS, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// Turns the bias on now if no writer holds the lock or waits for it; returns whether the
+    /// lock is biased. For tests: readers turn it on by themselves when they meet.
+    #[doc(hidden)]
+    pub fn bias_now(&self) -> bool {
+        self.try_bias();
+        self.is_biased()
+    }
+
+    /// Whether readers enter through their own threads' records (a momentary snapshot).
+    pub fn is_biased(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & BIAS != 0
+    }
+
+    /// How many reader records the process has allocated (one per thread that read through a
+    /// bias, less those reused after their threads exited). For tests.
+    #[doc(hidden)]
+    pub fn bias_records() -> usize {
+        bias::records()
     }
 
     /// Takes a shared lock if that needs no waiting.
     #[inline]
     pub fn try_lock_shared(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
+        if s & BIAS != 0 && self.lock_shared_biased() {
+            return true;
+        }
         loop {
             if s & (WRITER | WAITING_WRITERS | READER_GUARD) != 0 {
                 return false;
@@ -145,6 +219,14 @@ impl<R: Relax> RawSpinRwLock<R> {
     /// The calling context must hold a shared lock on `self`.
     #[inline]
     pub unsafe fn unlock_shared(&self) {
+        if !bias::leave(self.key()) {
+            self.leave_count();
+        }
+    }
+
+    /// Takes one reader out of the count.
+    #[inline]
+    fn leave_count(&self) {
         // Release pairs with the Acquire CAS of the writer that takes the lock once the count
         // reaches zero: it sees everything this reader did.
         let s = self.state.fetch_sub(READER, Ordering::Release);
@@ -157,8 +239,7 @@ impl<R: Relax> RawSpinRwLock<R> {
     #[cold]
     fn lock_shared_slow(&self, seen: u32) {
         // Take back the increment of the fast path; it may be the one a writer waits for.
-        // SAFETY: our own fast-path increment is a (refused) shared hold to give back.
-        unsafe { self.unlock_shared() };
+        self.leave_count();
         assert!(
             seen & READER_GUARD == 0,
             "SpinRwLock: more than {MAX_READERS} readers hold the lock at once"
@@ -203,10 +284,19 @@ impl<R: Relax> RawSpinRwLock<R> {
             // Acquire pairs with the Release of the previous holder's unlock.
             match self.state.compare_exchange_weak(
                 s,
-                s | WRITER,
+                (s | WRITER) & !BIAS,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
+                Ok(_) if s & BIAS != 0 && bias::any_holder(self.key()) => {
+                    // Readers are inside through their records: give the lock back biased,
+                    // in one step, so no writer gets in before they are counted out.
+                    let s = self.state.fetch_add(BIAS.wrapping_sub(WRITER), Ordering::Release);
+                    if s & PARKED != 0 {
+                        self.wake_all();
+                    }
+                    return false;
+                }
                 Ok(_) => return true,
                 Err(now) => s = now,
             }
@@ -238,17 +328,22 @@ impl<R: Relax> RawSpinRwLock<R> {
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & (WRITER | READERS) == 0 {
-                // Acquire pairs with the Release of the last unlock (reader or writer).
+                // Acquire pairs with the Release of the last unlock (reader or writer). Only
+                // this step clears the bias: the writer that clears it counts the readers
+                // that entered through their records out before it does anything else, so a
+                // lock without the bias has no such readers unless its writer is draining.
+                // While it drains it stays registered: it still waits for readers.
+                let biased = s & BIAS != 0;
+                let new = if biased { (s | WRITER) & !BIAS } else { (s - leave) | WRITER };
                 if self
                     .state
-                    .compare_exchange_weak(
-                        s,
-                        (s - leave) | WRITER,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
+                    .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
+                    if biased {
+                        self.drain_biased();
+                        self.state.fetch_sub(leave, Ordering::Relaxed);
+                    }
                     return;
                 }
                 continue;
@@ -259,6 +354,21 @@ impl<R: Relax> RawSpinRwLock<R> {
             self.park_while(|s| s & (WRITER | READERS) != 0);
             relax = R::default();
         }
+    }
+
+    /// Waits, holding the lock, until no reader is inside through its thread's record. Such a
+    /// reader wakes nobody when it leaves, so this spins and yields as the [`Relax`] policy
+    /// says, then sleeps in growing naps (1 µs to 1 ms) between looks.
+    #[cold]
+    fn drain_biased(&self) {
+        let mut relax = R::default();
+        let mut nap_us = 1;
+        bias::revoke(self.key(), || {
+            if !relax.relax() {
+                nap(nap_us);
+                nap_us = (nap_us * 2).min(1000);
+            }
+        });
     }
 
     /// Releases the exclusive lock.
@@ -293,7 +403,8 @@ impl<R: Relax> RawSpinRwLock<R> {
     /// Whether any thread holds the lock, shared or exclusive (a momentary snapshot; a reader
     /// backing out of a refused attempt counts for an instant).
     pub fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & (WRITER | READERS) != 0
+        let s = self.state.load(Ordering::Relaxed);
+        s & (WRITER | READERS) != 0 || (s & BIAS != 0 && bias::any_holder(self.key()))
     }
 
     /// Whether a writer holds the lock (a momentary snapshot).
@@ -354,23 +465,24 @@ impl<R: Relax> RawSpinRwLock<R> {
 
 #[cfg(not(loom))]
 // SAFETY: readers exclude writers and writers exclude everyone (see the state table); every
-// successful lock is an Acquire that reads the Release of the previous unlock. The guards
-// carry no state, so unlocking from another thread is fine.
+// successful lock is an Acquire that reads the Release of the previous unlock. A shared hold
+// taken through the bias lives in the taking thread's record, so a read guard must be dropped
+// on that thread (`GuardNoSend`); write guards carry no state and may move.
 unsafe impl<R: Relax> lock_api::RawRwLock for RawSpinRwLock<R> {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
-    type SharedGuard = lock_api::GuardSend;
+    type SharedGuard = lock_api::GuardNoSend;
     type ExclusiveGuard = lock_api::GuardSend;
 
     #[inline]
     fn lock_shared(&self) -> Self::SharedGuard {
         RawSpinRwLock::lock_shared(self);
-        lock_api::GuardSend::new()
+        lock_api::GuardNoSend::new()
     }
 
     #[inline]
     fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
-        RawSpinRwLock::try_lock_shared(self).then(lock_api::GuardSend::new)
+        RawSpinRwLock::try_lock_shared(self).then(lock_api::GuardNoSend::new)
     }
 
     #[inline]
@@ -412,7 +524,7 @@ unsafe impl<R: Relax> lock_api::RawRwLockDowngrade for RawSpinRwLock<R> {
     unsafe fn downgrade(&self, _guard: Self::ExclusiveGuard) -> Self::SharedGuard {
         // SAFETY: lock_api hands us the guard of the exclusive lock held by the caller.
         unsafe { RawSpinRwLock::downgrade(self) };
-        lock_api::GuardSend::new()
+        lock_api::GuardNoSend::new()
     }
 }
 
@@ -424,7 +536,8 @@ mod tests {
     fn bit_fields_do_not_overlap() {
         assert_eq!(READERS & WAITING_WRITERS, 0);
         assert_eq!((READERS | WAITING_WRITERS) & (PARKED | WRITER), 0);
-        assert_eq!(READERS | WAITING_WRITERS | PARKED | WRITER, u32::MAX);
+        assert_eq!((READERS | WAITING_WRITERS | PARKED | WRITER) & BIAS, 0);
+        assert_eq!(READERS | WAITING_WRITERS | BIAS | PARKED | WRITER, u32::MAX);
         assert_eq!(READER_GUARD & READERS, READER_GUARD);
     }
 

@@ -56,23 +56,33 @@ impl Occupancy {
     }
 }
 
-fn exclusion<R: Relax + 'static>() {
+/// Eight threads mix every way in and out; with `bias`, one operation in seven also turns the
+/// reader bias on (where no writer holds or waits), so reads through the threads' records mix
+/// with writers that revoke it.
+fn exclusion<R: Relax + 'static>(bias: bool) {
     const THREADS: u64 = 8;
     const ROUNDS: u64 = 4_000;
     let lock = Arc::new(RawSpinRwLock::<R>::new());
     let inside = Arc::new(Occupancy::default());
     let writes = Arc::new(AtomicU64::new(0));
     let reads = Arc::new(AtomicU64::new(0));
+    let biased = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (lock, inside, writes, reads) =
-                (lock.clone(), inside.clone(), writes.clone(), reads.clone());
+            let (lock, inside, writes, reads, biased) =
+                (lock.clone(), inside.clone(), writes.clone(), reads.clone(), biased.clone());
             thread::spawn(move || {
                 let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                 for _ in 0..ROUNDS {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
+                    if bias && x % 7 == 0 {
+                        if lock.bias_now() {
+                            biased.fetch_add(1, SeqCst);
+                        }
+                        continue;
+                    }
                     match x % 6 {
                         0 => {
                             lock.lock_exclusive();
@@ -132,27 +142,146 @@ fn exclusion<R: Relax + 'static>() {
         h.join().unwrap();
     }
     assert!(writes.load(SeqCst) > 0 && reads.load(SeqCst) > 0);
+    assert!(!bias || biased.load(SeqCst) > 0, "the bias was never on");
     assert!(!lock.is_locked(), "lock left held: {lock:?}");
 }
 
 #[test]
 fn exclusion_adaptive() {
-    with_watchdog("exclusion_adaptive", 120, exclusion::<Adaptive>);
+    with_watchdog("exclusion_adaptive", 120, || exclusion::<Adaptive>(false));
 }
 
 #[test]
 fn exclusion_park() {
-    with_watchdog("exclusion_park", 120, exclusion::<Park>);
+    with_watchdog("exclusion_park", 120, || exclusion::<Park>(false));
 }
 
 #[test]
 fn exclusion_yield() {
-    with_watchdog("exclusion_yield", 120, exclusion::<Yield>);
+    with_watchdog("exclusion_yield", 120, || exclusion::<Yield>(false));
 }
 
 #[test]
 fn exclusion_spin() {
-    with_watchdog("exclusion_spin", 120, exclusion::<Spin>);
+    with_watchdog("exclusion_spin", 120, || exclusion::<Spin>(false));
+}
+
+#[test]
+fn exclusion_biased_adaptive() {
+    with_watchdog("exclusion_biased_adaptive", 120, || exclusion::<Adaptive>(true));
+}
+
+#[test]
+fn exclusion_biased_park() {
+    with_watchdog("exclusion_biased_park", 120, || exclusion::<Park>(true));
+}
+
+#[test]
+fn exclusion_biased_spin() {
+    with_watchdog("exclusion_biased_spin", 120, || exclusion::<Spin>(true));
+}
+
+/// Readers that keep meeting inside the lock turn the bias on by themselves: one thread holds
+/// a read lock while another takes and drops its own 2,000 times (each of those finds a reader
+/// inside). Then a read through the bias leaves the word's count at zero, and a writer that
+/// comes next turns the bias off and still waits for that reader.
+#[test]
+fn meeting_readers_turn_the_bias_on_and_a_writer_revokes_it() {
+    let lock = Arc::new(RawSpinRwLock::<Adaptive>::new());
+    lock.lock_shared();
+    let other = {
+        let lock = lock.clone();
+        thread::spawn(move || {
+            for _ in 0..2_000 {
+                lock.lock_shared();
+                // SAFETY: taken just above.
+                unsafe { lock.unlock_shared() };
+            }
+        })
+    };
+    other.join().unwrap();
+    // SAFETY: taken at the start.
+    unsafe { lock.unlock_shared() };
+    assert!(lock.is_biased(), "2,000 meetings did not turn the bias on: {lock:?}");
+
+    lock.lock_shared();
+    assert!(lock.is_locked(), "a biased reader is not seen as a holder");
+    assert!(!lock.try_lock_exclusive(), "try_lock_exclusive got in beside a biased reader");
+    assert!(lock.is_biased(), "a failed try_lock_exclusive must leave the bias on");
+    let entered = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (lock, entered) = (lock.clone(), entered.clone());
+        thread::spawn(move || {
+            lock.lock_exclusive();
+            entered.store(true, SeqCst);
+            // SAFETY: taken just above.
+            unsafe { lock.unlock_exclusive() };
+        })
+    };
+    // Until the writer has cleared the bias and waits, nothing is asserted about time: the
+    // assertion is only that it is not inside while the reader is.
+    while lock.is_biased() {
+        thread::yield_now();
+    }
+    for _ in 0..100 {
+        assert!(!entered.load(SeqCst), "the writer entered beside a biased reader");
+        thread::yield_now();
+    }
+    // SAFETY: taken above.
+    unsafe { lock.unlock_shared() };
+    writer.join().unwrap();
+    assert!(entered.load(SeqCst));
+    assert!(!lock.is_biased() && !lock.is_locked());
+}
+
+/// A thread may hold more biased read locks than its record has slots: the rest go through
+/// the words' counts, and every hold is given back.
+#[test]
+fn more_biased_read_locks_than_slots() {
+    let locks: Vec<RawSpinRwLock<Adaptive>> = (0..20).map(|_| RawSpinRwLock::new()).collect();
+    for l in &locks {
+        assert!(l.bias_now());
+        l.lock_shared();
+        l.lock_shared();
+    }
+    for l in &locks {
+        assert!(l.is_locked());
+        assert!(!l.try_lock_exclusive());
+    }
+    for l in locks.iter().rev() {
+        // SAFETY: two shared holds of each lock were taken above.
+        unsafe { l.unlock_shared() };
+        // SAFETY: as above.
+        unsafe { l.unlock_shared() };
+    }
+    for l in &locks {
+        assert!(!l.is_locked(), "a hold was lost: {l:?}");
+        assert!(l.try_lock_exclusive());
+        // SAFETY: taken just above.
+        unsafe { l.unlock_exclusive() };
+    }
+}
+
+/// A thread's record goes back to the list when the thread exits: 200 threads one after the
+/// other, each taking a biased read lock, leave at most a few more records than before.
+#[test]
+fn records_of_finished_threads_are_reused() {
+    let lock = Arc::new(RawSpinRwLock::<Adaptive>::new());
+    let before = RawSpinRwLock::<Adaptive>::bias_records();
+    for _ in 0..200 {
+        let lock = lock.clone();
+        thread::spawn(move || {
+            assert!(lock.bias_now());
+            lock.lock_shared();
+            // SAFETY: taken just above.
+            unsafe { lock.unlock_shared() };
+        })
+        .join()
+        .unwrap();
+    }
+    let after = RawSpinRwLock::<Adaptive>::bias_records();
+    // Other tests of this binary run beside this one and may take records of their own.
+    assert!(after - before <= 40, "{before} records before, {after} after 200 threads");
 }
 
 /// The lock_api wrapper is a drop-in: data behind it is protected by the same protocol.
@@ -184,7 +313,7 @@ fn lock_api_wrapper_counts_every_increment() {
 /// rwlock) lets every new reader in and the writer waits forever. `SpinRwLock` must keep out
 /// each reader that arrives after the writer announced itself, so the holder can let go and the
 /// writer gets in; and no such reader may enter before that writer.
-fn relay<R: Relax + 'static>(readers: usize, writer_turns: u64) {
+fn relay<R: Relax + 'static>(readers: usize, writer_turns: u64, bias: bool) {
     let lock = Arc::new(RawSpinRwLock::<R>::new());
     let turn = Arc::new(AtomicUsize::new(0)); // the next relay entry to perform
     let attempting = Arc::new(AtomicUsize::new(0)); // highest entry that began its attempt
@@ -214,6 +343,9 @@ fn relay<R: Relax + 'static>(readers: usize, writer_turns: u64) {
                             break 'relay;
                         }
                         thread::yield_now();
+                    }
+                    if bias {
+                        lock.bias_now();
                     }
                     let saw_writer = lock.is_writer_waiting();
                     let writes_before = writer_acqs.load(SeqCst);
@@ -273,15 +405,22 @@ fn relay<R: Relax + 'static>(readers: usize, writer_turns: u64) {
 
 #[test]
 fn reader_relay_lets_the_writer_in() {
-    with_watchdog("reader relay (Adaptive)", 60, || relay::<Adaptive>(3, 200));
+    with_watchdog("reader relay (Adaptive)", 60, || relay::<Adaptive>(3, 200, false));
 }
 
 #[test]
 fn reader_relay_lets_the_writer_in_when_parking_at_once() {
-    with_watchdog("reader relay (Park)", 60, || relay::<Park>(2, 100));
+    with_watchdog("reader relay (Park)", 60, || relay::<Park>(2, 100, false));
 }
 
 #[test]
 fn reader_relay_with_many_readers() {
-    with_watchdog("reader relay (8 readers)", 60, || relay::<Yield>(8, 50));
+    with_watchdog("reader relay (8 readers)", 60, || relay::<Yield>(8, 50, false));
+}
+
+/// The relay with every reader turning the bias on before it enters (where no writer waits):
+/// readers that enter through their records must still keep the writer-intent rule.
+#[test]
+fn reader_relay_lets_the_writer_in_with_the_bias() {
+    with_watchdog("reader relay (bias)", 60, || relay::<Adaptive>(3, 200, true));
 }
