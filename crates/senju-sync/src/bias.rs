@@ -155,21 +155,21 @@ fn first_record(l: &Local) -> Option<&'static Record> {
     Some(r)
 }
 
+/// Every published record, newest first.
+fn all_records() -> impl Iterator<Item = &'static Record> {
+    // Acquire pairs with the Release CAS in `allocate`: the records' fields are visible.
+    let head = HEAD.load(Ordering::Acquire).cast_const();
+    // SAFETY: published records are leaked, never freed, and `next` never changes.
+    core::iter::successors(unsafe { head.as_ref() }, |r| unsafe { r.next.as_ref() })
+}
+
 /// A record a finished thread handed back, if any.
 fn adopt() -> Option<&'static Record> {
-    let mut p = HEAD.load(Ordering::Acquire).cast_const();
-    while !p.is_null() {
-        // SAFETY: published records are leaked, never freed.
-        let r = unsafe { &*p };
-        // Acquire pairs with the Release in `ReturnRecord::drop`.
-        if r.taken.load(Ordering::Relaxed) == 0
+    // Acquire pairs with the Release in `ReturnRecord::drop`.
+    all_records().find(|r| {
+        r.taken.load(Ordering::Relaxed) == 0
             && r.taken.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
-        {
-            return Some(r);
-        }
-        p = r.next;
-    }
-    None
+    })
 }
 
 /// A new record, pushed onto the list.
@@ -261,43 +261,21 @@ fn leave_slot(key: usize) -> bool {
 pub(crate) fn revoke(key: usize, mut wait: impl FnMut()) {
     // The writer's half of the store-buffer pattern (see the module comment).
     fence(Ordering::SeqCst);
-    let mut p = HEAD.load(Ordering::Acquire).cast_const();
-    while !p.is_null() {
-        // SAFETY: published records are leaked, never freed.
-        let r = unsafe { &*p };
-        for s in &r.slots {
-            // Acquire pairs with the Release in `leave`.
-            while s.load(Ordering::Acquire) == key {
-                wait();
-            }
+    for s in all_records().flat_map(|r| &r.slots) {
+        // Acquire pairs with the Release in `leave`.
+        while s.load(Ordering::Acquire) == key {
+            wait();
         }
-        p = r.next;
     }
 }
 
 /// Whether some thread's slot names the lock at `key` (a momentary snapshot).
 pub(crate) fn any_holder(key: usize) -> bool {
     fence(Ordering::SeqCst);
-    let mut p = HEAD.load(Ordering::Acquire).cast_const();
-    while !p.is_null() {
-        // SAFETY: published records are leaked, never freed.
-        let r = unsafe { &*p };
-        if r.slots.iter().any(|s| s.load(Ordering::Acquire) == key) {
-            return true;
-        }
-        p = r.next;
-    }
-    false
+    all_records().flat_map(|r| &r.slots).any(|s| s.load(Ordering::Acquire) == key)
 }
 
 /// How many records the list holds.
 pub(crate) fn records() -> usize {
-    let mut n = 0;
-    let mut p = HEAD.load(Ordering::Acquire).cast_const();
-    while !p.is_null() {
-        n += 1;
-        // SAFETY: published records are leaked, never freed.
-        p = unsafe { &*p }.next;
-    }
-    n
+    all_records().count()
 }

@@ -342,7 +342,9 @@ impl<R: Relax> RawSpinRwLock<R> {
                 {
                     if biased {
                         self.drain_biased();
-                        self.state.fetch_sub(leave, Ordering::Relaxed);
+                        if leave != 0 {
+                            self.state.fetch_sub(leave, Ordering::Relaxed);
+                        }
                     }
                     return;
                 }
