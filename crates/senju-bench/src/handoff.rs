@@ -7,9 +7,16 @@
 //! largest bypass count: how many holds by other threads happened while one thread waited
 //! between two of its own holds (read off the protected write counter, so it is a count,
 //! not a time).
+//!
+//! Counting starts after a warm-up (50 ms by default). The start barrier wakes T threads on
+//! however many cores there are; with 16 threads on 2 cores the last ones to get a CPU start
+//! milliseconds after the first, and a lock that is perfectly fair from then on would still
+//! show that head start as unfairness. Each thread takes its count when it first sees the
+//! window open: a thread that is off the CPU at that moment has done nothing since, so its
+//! count is the same as if it had looked at once.
 
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -26,16 +33,21 @@ pub struct HandoffParams {
     pub threads: Vec<usize>,
     /// Work under the lock, in nanoseconds.
     pub cs_ns: u64,
-    /// How long each run lasts, in milliseconds.
+    /// How long each run counts, in milliseconds.
     pub duration_ms: u64,
+    /// How long the threads run before counting starts, in milliseconds (0 in results
+    /// written before there was a warm-up).
+    #[serde(default)]
+    pub warmup_ms: u64,
     /// How many times every (lock, threads) pair runs.
     pub rounds: usize,
 }
 
 impl Default for HandoffParams {
-    /// Threads {2, 4, 8, 16}, 1.5 µs under the lock, 200 ms per run, 1 round.
+    /// Threads {2, 4, 8, 16}, 1.5 µs under the lock, 50 ms of warm-up, then 200 ms counted,
+    /// 1 round.
     fn default() -> Self {
-        Self { threads: vec![2, 4, 8, 16], cs_ns: 1500, duration_ms: 200, rounds: 1 }
+        Self { threads: vec![2, 4, 8, 16], cs_ns: 1500, duration_ms: 200, warmup_ms: 50, rounds: 1 }
     }
 }
 
@@ -46,21 +58,27 @@ pub struct HandoffSpec {
     pub threads: usize,
     /// Loop turns under the lock.
     pub cs_turns: u64,
-    /// How long the run lasts.
+    /// How long the run counts.
     pub duration: Duration,
+    /// How long the threads run before counting starts.
+    pub warmup: Duration,
 }
 
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffRun {
-    /// Wall time from the start signal to the stop signal, in nanoseconds.
+    /// Wall time from the start of counting to the stop signal, in nanoseconds.
     pub elapsed_ns: u64,
-    /// Lock holds completed by each thread.
+    /// Lock holds completed by each thread while counting.
     pub per_thread_ops: Vec<u64>,
+    /// Holds before counting started, all threads together (0 without a warm-up).
+    #[serde(default)]
+    pub warmup_ops: u64,
     /// Lost writes at the end: 0 for a correct lock.
     pub violations: u64,
     /// The largest number of holds by other threads between two consecutive holds of one
-    /// thread, over all threads (0 in results written before it was measured).
+    /// thread, over all threads, for holds that ended while counting (0 in results written
+    /// before it was measured).
     #[serde(default)]
     pub max_bypass: u64,
 }
@@ -135,6 +153,7 @@ pub fn release_and_reacquire(
                     threads,
                     cs_turns: calibration.turns(params.cs_ns),
                     duration: Duration::from_millis(params.duration_ms),
+                    warmup: Duration::from_millis(params.warmup_ms),
                 };
                 runs[p][ti].push((peers[p].handoff)(&spec));
             }
@@ -168,19 +187,33 @@ pub fn release_and_reacquire(
 
 /// Runs release-and-reacquire once for mutex type `M`.
 pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun {
+    const WARMING: u8 = 0;
+    const COUNTING: u8 = 1;
+    const STOPPED: u8 = 2;
     let lock = Padded(M::new(Shared::default()));
-    let stop = Padded(AtomicBool::new(false));
+    let first = if spec.warmup.is_zero() { COUNTING } else { WARMING };
+    let phase = Padded(AtomicU8::new(first));
     let start = Barrier::new(spec.threads + 1);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..spec.threads)
             .map(|_| {
-                let (lock, stop, start) = (&lock.0, &stop.0, &start);
+                let (lock, phase, start) = (&lock.0, &phase.0, &start);
                 s.spawn(move || {
                     let (mut ops, mut max_bypass) = (0u64, 0u64);
+                    // Holds before this thread saw counting start (None until it has).
+                    let mut before: Option<u64> = None;
                     // The write counter right after this thread's previous hold.
                     let mut last: Option<u64> = None;
                     start.wait();
-                    while !stop.load(Ordering::Relaxed) {
+                    loop {
+                        match phase.load(Ordering::Relaxed) {
+                            STOPPED => break,
+                            COUNTING if before.is_none() => {
+                                before = Some(ops);
+                                max_bypass = 0;
+                            }
+                            _ => {}
+                        }
                         let now = lock.lock(|d| {
                             d.write(spec.cs_turns);
                             d.version()
@@ -191,21 +224,61 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
                         last = Some(now);
                         ops += 1;
                     }
-                    (ops, max_bypass)
+                    // (holds while counting, all holds, largest bypass while counting)
+                    let counted = ops - before.unwrap_or(ops);
+                    (counted, ops, if before.is_some() { max_bypass } else { 0 })
                 })
             })
             .collect();
         start.wait();
+        if first == WARMING {
+            std::thread::sleep(spec.warmup);
+            phase.0.store(COUNTING, Ordering::Relaxed);
+        }
         let t0 = Instant::now();
         std::thread::sleep(spec.duration);
-        stop.0.store(true, Ordering::Relaxed);
+        phase.0.store(STOPPED, Ordering::Relaxed);
         let elapsed_ns = t0.elapsed().as_nanos() as u64;
-        let results: Vec<(u64, u64)> =
+        let results: Vec<(u64, u64, u64)> =
             workers.into_iter().map(|w| w.join().expect("handoff worker panicked")).collect();
         let per_thread_ops: Vec<u64> = results.iter().map(|r| r.0).collect();
-        let max_bypass = results.iter().map(|r| r.1).max().unwrap_or(0);
+        let all_ops: u64 = results.iter().map(|r| r.1).sum();
+        let max_bypass = results.iter().map(|r| r.2).max().unwrap_or(0);
         let version = lock.0.lock(|d| d.version());
-        let violations = per_thread_ops.iter().sum::<u64>().abs_diff(version);
-        HandoffRun { elapsed_ns, per_thread_ops, violations, max_bypass }
+        let counted: u64 = per_thread_ops.iter().sum();
+        let violations = all_ops.abs_diff(version);
+        HandoffRun {
+            elapsed_ns,
+            per_thread_ops,
+            warmup_ops: all_ops - counted,
+            violations,
+            max_bypass,
+        }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_during_the_warm_up_are_not_counted() {
+        let spec = HandoffSpec {
+            threads: 2,
+            cs_turns: 10,
+            duration: Duration::from_millis(20),
+            warmup: Duration::from_millis(30),
+        };
+        let run = run_once::<senju_sync::Mutex<Shared>>(&spec);
+        // The lock's own counter saw every hold (no violations); thousands of holds fit in
+        // 30 ms of warm-up, and none of them is in the per-thread counts.
+        assert_eq!(run.violations, 0);
+        assert_eq!(run.per_thread_ops.len(), 2);
+        assert!(run.warmup_ops > 0, "no hold was left out of the counts");
+        assert!(run.per_thread_ops.iter().sum::<u64>() > 0, "nothing counted in the window");
+        let cold =
+            run_once::<senju_sync::Mutex<Shared>>(&HandoffSpec { warmup: Duration::ZERO, ..spec });
+        assert_eq!((cold.violations, cold.warmup_ops), (0, 0));
+        assert!(cold.per_thread_ops.iter().sum::<u64>() > 0);
+    }
 }

@@ -246,10 +246,11 @@ fn handoff(out: &mut String, h: &HandoffReport) {
     let _ = writeln!(
         out,
         "## Release and reacquire\n\nEach thread locks, works {}, unlocks and locks again at \
-         once; {} ms per run, {} round(s). Shares are per thread, from the round with the \
-         median fairness.\n",
+         once; {} ms counted per run after {} ms of warm-up, {} round(s). Shares are per \
+         thread, from the round with the median fairness.\n",
         human_ns(p.cs_ns as f64),
         p.duration_ms,
+        p.warmup_ms,
         p.rounds
     );
     let _ = writeln!(

@@ -25,7 +25,13 @@ fn tiny_plan() -> Plan {
             rounds: 2,
             ..FloodParams::default()
         }),
-        handoff: Some(HandoffParams { threads: vec![2], cs_ns: 1500, duration_ms: 15, rounds: 2 }),
+        handoff: Some(HandoffParams {
+            threads: vec![2],
+            cs_ns: 1500,
+            duration_ms: 15,
+            warmup_ms: 5,
+            rounds: 2,
+        }),
         rw_peers: peers::rw_peers(),
         mutex_peers: peers::mutex_peers(),
         note: Some("smoke".into()),

@@ -80,6 +80,10 @@ struct RunArgs {
     /// Work under the lock in release-and-reacquire, ns.
     #[arg(long, default_value_t = 1500)]
     handoff_cs_ns: u64,
+    /// Release-and-reacquire: how long the threads run before counting starts, ms
+    /// [default: 50; with --quick 10].
+    #[arg(long)]
+    handoff_warmup_ms: Option<u64>,
     /// Duration of every run, ms, overriding each scenario's own default (throughput and
     /// hand-off 200 ms, flood 500 ms; with --full flood 1000 ms).
     #[arg(long)]
@@ -220,6 +224,11 @@ fn plan(args: &RunArgs) -> Result<Plan, String> {
             threads: handoff_threads,
             cs_ns: args.handoff_cs_ns,
             duration_ms: short(HandoffParams::default().duration_ms, 50),
+            warmup_ms: args.handoff_warmup_ms.unwrap_or(if args.quick {
+                10
+            } else {
+                HandoffParams::default().warmup_ms
+            }),
             rounds: args.rounds,
         }),
         rw_peers,

@@ -19,6 +19,7 @@ pub(crate) fn run(c: &Common) -> Result<Outcome, String> {
         threads: c.threads_or(&[2, 4, 8], &[2, 4, 8, 16], &[2, 4, 8, 16]),
         cs_ns: 1500,
         duration_ms: c.pick(100, 300, 1000),
+        warmup_ms: c.pick(20, 50, 50),
         rounds: c.rounds_or(1, 3, 5),
     };
     let peers: Vec<MutexPeer> =
@@ -27,11 +28,12 @@ pub(crate) fn run(c: &Common) -> Result<Outcome, String> {
     let report = release_and_reacquire(&params, &peers, &Calibration::measure(), &mut progress);
     let mut out = format!(
         "## Release and re-take\n\nT threads each hold the lock ~{} µs, release it and take it \
-         again at once; {} ms per run, {} round(s), locks alternating. Fairness = min/max of \
+         again at once; {} ms counted per run after {} ms of warm-up, {} round(s), locks alternating. Fairness = min/max of \
          per-thread holds (1 = equal shares). Largest bypass = the most holds by other threads \
          between two holds of one thread (in a fair hand-off, T − 1).\n\n",
         params.cs_ns as f64 / 1000.0,
         params.duration_ms,
+        params.warmup_ms,
         params.rounds,
     );
     let mut table = Table::new(&[
