@@ -8,6 +8,9 @@ Cases, each at 1, 2, 4 and 8 threads, every thread on its own keys:
   large   `set` / `get` of 64 KiB values
   convoy  one thread runs a pure-Python CPU loop while the others `get` 8-byte values for a
           fixed time (at 1 thread: the store thread alone)
+Each cell also reports the cores the process kept busy (CPU time of all its threads over wall
+time). A 1-thread run that keeps c cores busy cannot speed up more than cpus / c times on
+this machine, however the threads share the work.
 Peers: senju (gil auto / release / hold), tkrzw HashDBM (concurrent on / off), lmdb, sqlite3
 (WAL, a connection per thread), dbm.gnu + a lock, dict + a lock. Peers that are not installed
 are reported as skipped. Rounds alternate the peers; medians and ranges are printed.
@@ -220,8 +223,21 @@ def available(name: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------- cases ----
-def run_threads(n: int, work: Callable[[int], int]) -> Tuple[float, int]:
-    """Runs `work(i)` on n threads started together; returns (seconds, total ops)."""
+class Run:
+    """One timed run: wall seconds, operations, and the process's CPU seconds over the same
+    span (every thread: the workers, the store's own helper threads such as senju's prefault
+    thread, and the kernel work they cause)."""
+
+    def __init__(self, wall: float, ops: int, cpu: float) -> None:
+        self.wall, self.ops, self.cpu = wall, ops, cpu
+
+    def rate(self) -> Tuple[float, float]:
+        """(ops/s, cores busy on average)."""
+        return self.ops / self.wall, self.cpu / self.wall
+
+
+def run_threads(n: int, work: Callable[[int], int]) -> Run:
+    """Runs `work(i)` on n threads started together."""
     barrier = threading.Barrier(n + 1)
     counts = [0] * n
 
@@ -233,17 +249,17 @@ def run_threads(n: int, work: Callable[[int], int]) -> Tuple[float, int]:
     for t in ts:
         t.start()
     barrier.wait()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for t in ts:
         t.join()
-    return time.perf_counter() - t0, sum(counts)
+    return Run(time.perf_counter() - t0, sum(counts), time.process_time() - c0)
 
 
 def keys_for(i: int, n: int) -> List[bytes]:
     return [b"%02d%08d" % (i, j) for j in range(n)]
 
 
-def case_single(peer: Peer, threads: int, size: Dict[str, int], op: str) -> float:
+def case_single(peer: Peer, threads: int, size: Dict[str, int], op: str) -> Tuple[float, float]:
     per = size["single"] // threads
     ks = [keys_for(i, per) for i in range(threads)]
     v = b"v" * 8
@@ -260,14 +276,13 @@ def case_single(peer: Peer, threads: int, size: Dict[str, int], op: str) -> floa
             g(k)
         return per
 
-    el, n = run_threads(threads, setter)
-    if op == "set":
-        return n / el
-    el, n = run_threads(threads, getter)
-    return n / el
+    run = run_threads(threads, setter)
+    if op == "get":
+        run = run_threads(threads, getter)
+    return run.rate()
 
 
-def case_batch(peer: Peer, threads: int, size: Dict[str, int], op: str) -> float:
+def case_batch(peer: Peer, threads: int, size: Dict[str, int], op: str) -> Tuple[float, float]:
     batches = max(1, size["batch"] // 1000 // threads)
     ks = [[keys_for(i * 1000 + b, 1000) for b in range(batches)] for i in range(threads)]
     v = b"v" * 8
@@ -283,14 +298,13 @@ def case_batch(peer: Peer, threads: int, size: Dict[str, int], op: str) -> float
             assert got[0] == v
         return batches * 1000
 
-    el, n = run_threads(threads, setter)
-    if op == "set":
-        return n / el
-    el, n = run_threads(threads, getter)
-    return n / el
+    run = run_threads(threads, setter)
+    if op == "get":
+        run = run_threads(threads, getter)
+    return run.rate()
 
 
-def case_large(peer: Peer, threads: int, size: Dict[str, int], op: str) -> float:
+def case_large(peer: Peer, threads: int, size: Dict[str, int], op: str) -> Tuple[float, float]:
     per = max(1, size["large"] // threads)
     ks = [keys_for(i, per) for i in range(threads)]
     v = os.urandom(64 << 10)
@@ -307,14 +321,13 @@ def case_large(peer: Peer, threads: int, size: Dict[str, int], op: str) -> float
                 g(k)
         return 2 * per
 
-    el, n = run_threads(threads, setter)
-    if op == "set":
-        return n / el
-    el, n = run_threads(threads, getter)
-    return n / el
+    run = run_threads(threads, setter)
+    if op == "get":
+        run = run_threads(threads, getter)
+    return run.rate()
 
 
-def case_convoy(peer: Peer, threads: int, size: Dict[str, int], op: str) -> float:
+def case_convoy(peer: Peer, threads: int, size: Dict[str, int], op: str) -> Tuple[float, float]:
     """Store ops/s of the `threads - 1` store threads while one thread spins in Python."""
     stores = max(1, threads - 1)
     ks = [keys_for(i, 2000) for i in range(stores)]
@@ -351,11 +364,11 @@ def case_convoy(peer: Peer, threads: int, size: Dict[str, int], op: str) -> floa
     if spinner:
         spinner.start()
     deadline[0] = time.perf_counter() + duration
-    el, n = run_threads(stores, store)
+    run = run_threads(stores, store)
     stop.set()
     if spinner:
         spinner.join()
-    return n / el
+    return run.rate()
 
 
 CASES = {"single": case_single, "batch": case_batch, "large": case_large, "convoy": case_convoy}
@@ -392,6 +405,7 @@ def main() -> int:
     print(f"python {sys.version.split()[0]} ({sys.executable}), switch interval "
           f"{sys.getswitchinterval() * 1000:.0f} ms, {os.cpu_count()} CPUs, rounds {rounds}, sizes {size}")
     samples: Dict[Tuple[str, str, str, int], List[float]] = {}
+    cores: Dict[Tuple[str, str, str, int], List[float]] = {}
     base = a.dir or tempfile.mkdtemp(prefix="senju-bench-")
     try:
         for r in range(rounds):
@@ -404,11 +418,12 @@ def main() -> int:
                             os.makedirs(d, exist_ok=True)
                             peer = PEERS[p](d)
                             try:
-                                ops = CASES[case](peer, t, size, op)
+                                ops, busy = CASES[case](peer, t, size, op)
                             finally:
                                 peer.close()
                                 shutil.rmtree(d, ignore_errors=True)
                             samples.setdefault((case, op, p, t), []).append(ops)
+                            cores.setdefault((case, op, p, t), []).append(busy)
             print(f"round {r + 1}/{rounds} done", flush=True)
     finally:
         if a.dir is None:
@@ -425,12 +440,18 @@ def main() -> int:
                     s = samples[(case, op, p, t)]
                     m = statistics.median(s)
                     line += f"{m:>12,.0f} [{min(s):,.0f}-{max(s):,.0f}] x{m / one:4.2f}".rjust(34)
+                    c = cores[(case, op, p, t)]
                     rows.append({"case": case, "op": op, "peer": p, "threads": t, "median": m,
-                                 "min": min(s), "max": max(s), "samples": s, "ratio_to_1": m / one})
+                                 "min": min(s), "max": max(s), "samples": s, "ratio_to_1": m / one,
+                                 "cores": statistics.median(c), "cores_samples": c})
                 print(line)
+            print(f"{'  cores busy':<18}" + "".join(f"{'(process CPU time / wall time)':>34}" if i == 0 else " " * 34
+                                                    for i in range(len(threads))))
+            for p in peers:
+                print(f"{p:<18}" + "".join(f"{statistics.median(cores[(case, op, p, t)]):>34.2f}" for t in threads))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"python": sys.version, "size": size, "rounds": rounds,
+            json.dump({"python": sys.version, "cpus": os.cpu_count(), "size": size, "rounds": rounds,
                        "skipped": skipped, "rows": rows}, f, indent=1)
     return 0
 

@@ -21,7 +21,9 @@
 #            (get, set, batch); reports the store thread's ops/s and its slowest call
 #
 # Output: a Markdown table per case (median ops/s over rounds, min-max across rounds,
-# per-thread spread of the median round), the checks of the issue's targets, and with
+# per-thread spread of the median round) with the cores the process kept busy (CPU time of
+# all its threads over wall time: a 1-thread cell that keeps c cores busy cannot speed up
+# more than cpus / c times on this machine), the checks of the issue's targets, and with
 # --json the raw figures.
 
 require "json"
@@ -207,7 +209,12 @@ def prefill(peer, kase)
   end
 end
 
-# Runs `threads` threads of `kase` for `seconds`; returns ops per thread.
+# Process CPU time of every thread (the workers, the store's helper threads such as senju's
+# prefault thread, and the kernel work they cause).
+def cpu_now = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+
+# Runs `threads` threads of `kase` for `seconds`; returns [ops per thread, cores busy (CPU
+# time of the process over wall time, while the threads ran)].
 def measure(peer, kase, threads, seconds)
   ready = Queue.new
   go = Queue.new
@@ -239,9 +246,12 @@ def measure(peer, kase, threads, seconds)
     end
   end
   threads.times { ready.pop }
-  deadline = now + seconds
+  started = now
+  cpu0 = cpu_now
+  deadline = started + seconds
   threads.times { go << deadline }
-  workers.map(&:value)
+  ops = workers.map(&:value)
+  [ops, (cpu_now - cpu0) / (now - started)]
 end
 
 # One store thread beside one pure-Ruby CPU thread. Returns [ops/s, slowest call in s,
@@ -311,6 +321,7 @@ def main(argv)
   skipped.each { |name, why| puts "skipped #{name}: #{why}" }
 
   results = Hash.new { |h, k| h[k] = Hash.new { |h2, k2| h2[k2] = [] } } # [case][peer,t] => rounds
+  cores = Hash.new { |h, k| h[k] = Hash.new { |h2, k2| h2[k2] = [] } } # the same, cores busy
   convoy = Hash.new { |h, k| h[k] = [] } # [peer, op] => rounds of [ops/s, slowest]
   convoy_seconds = o.quick ? 0.3 : [o.seconds * 4, 2.0].max
   o.rounds.times do |round|
@@ -324,7 +335,9 @@ def main(argv)
           peer = make_peer(name, dir)
           peer.open
           prefill(peer, kase)
-          results[kase][[name, t]] << measure(peer, kase, t, o.seconds)
+          ops, busy = measure(peer, kase, t, o.seconds)
+          results[kase][[name, t]] << ops
+          cores[kase][[name, t]] << busy
           peer.close
         end
       end
@@ -352,11 +365,16 @@ def main(argv)
         mid = rounds[totals.each_index.min_by { |i| (totals[i] - median(totals)).abs }]
         per = mid.map { _1 / o.seconds }
         report[:cases][kase] ||= {}
-        report[:cases][kase]["#{name}/#{t}"] = { totals: totals, per_thread_median_round: per }
+        report[:cases][kase]["#{name}/#{t}"] = { totals: totals, per_thread_median_round: per,
+                                                 cores: cores[kase][[name, t]] }
         "#{fmt_rate(median(totals))} [#{fmt_rate(totals.min)}-#{fmt_rate(totals.max)}] " \
           "(#{fmt_rate(per.min)}-#{fmt_rate(per.max)})"
       end
       puts "| #{name} | #{cells.join(" | ")} |"
+    end
+    puts "\nCores busy (process CPU time / wall time, median of rounds):"
+    peers.each do |name|
+      puts "- #{name}: " + o.threads.map { "#{_1} thr #{format("%.2f", median(cores[kase][[name, _1]]))}" }.join(", ")
     end
   end
   unless convoy.empty?
@@ -410,8 +428,14 @@ def targets(report, o)
       two = med.(kase, peer, 2)
       next unless one && two
 
+      # If the CPU time per operation stays what it is at one thread, two threads keep at
+      # most min(cpus, 2 * busy) cores busy: a speed-up of at most min(2, cpus / busy).
+      busy = median(report[:cases][kase]["#{peer}/1"][:cores])
+      cpus = report[:machine][:nproc]
       checks << { what: "#{kase}, #{peer}: 2 threads >= 1.7x 1 thread", ok: two >= 1.7 * one,
-                  detail: "#{fmt_rate(two)} vs #{fmt_rate(one)} (#{format("%.2f", two / one)}x)" }
+                  detail: "#{fmt_rate(two)} vs #{fmt_rate(one)} (#{format("%.2f", two / one)}x); " \
+                          "1 thread kept #{format("%.2f", busy)} cores busy, so at most " \
+                          "#{format("%.2f", [2.0, cpus / busy].min)}x on #{cpus} CPUs" }
     end
   end
   (report[:cases].keys).each do |kase|
