@@ -448,7 +448,7 @@ def main() -> int:
             print(f"{'  cores busy':<18}" + "".join(f"{'(process CPU time / wall time)':>34}" if i == 0 else " " * 34
                                                     for i in range(len(threads))))
             for p in peers:
-                print(f"{p:<18}" + "".join(f"{statistics.median(cores[(case, op, p, t)]):>34.2f}" for t in threads))
+                print(f"{'  ' + p:<18}" + "".join(f"{statistics.median(cores[(case, op, p, t)]):>34.2f}" for t in threads))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"python": sys.version, "cpus": os.cpu_count(), "size": size, "rounds": rounds,
