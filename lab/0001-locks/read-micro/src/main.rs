@@ -33,7 +33,8 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let arg = |i: usize, d: u64| std::env::args().nth(i).map_or(d, |s| s.parse().expect("a number"));
+    let arg =
+        |i: usize, d: u64| std::env::args().nth(i).map_or(d, |s| s.parse().expect("a number"));
     let (cs, gap) = (arg(1, 92), arg(2, 46));
     let n = 2_000_000u64;
     let senju = Box::new(senju_sync::SpinRwLock::new([0u64; 8]));
