@@ -23,8 +23,8 @@
 # Output: a Markdown table per case (median ops/s over rounds, min-max across rounds,
 # per-thread spread of the median round) with the cores the process kept busy (CPU time of
 # all its threads over wall time: a 1-thread cell that keeps c cores busy cannot speed up
-# more than cpus / c times on this machine), the checks of the issue's targets, and with
-# --json the raw figures.
+# more than cpus / c times on this machine, as long as an operation costs the CPU time it
+# costs at one thread), the checks of the issue's targets, and with --json the raw figures.
 
 require "json"
 require "tmpdir"
