@@ -403,6 +403,10 @@ def main() -> int:
     for p, why in skipped.items():
         print(f"skipped {p}: {why}")
     peers = [p for p in peers if p not in skipped]
+    if not peers:
+        print("bench_threads.py: none of the asked-for peers is installed (see the skipped lines)",
+              file=sys.stderr)
+        return 2
     print(f"python {sys.version.split()[0]} ({sys.executable}), switch interval "
           f"{sys.getswitchinterval() * 1000:.0f} ms, {os.cpu_count()} CPUs, rounds {rounds}, sizes {size}")
     samples: Dict[Tuple[str, str, str, int], List[float]] = {}
