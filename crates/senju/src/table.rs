@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, StorageError};
 use crate::format::{
-    self, CHUNK_HEADER_LEN, MAX_RECORD_HEAD, PAGE, REC_SET, Record, RecordError, SLOT_HASH_BITS,
-    TOMBSTONE,
+    self, CHUNK_HEADER_LEN, KIND_MASK, MAX_RECORD_HEAD, PAGE, REC_SET, Record, RecordError,
+    SLOT_HASH_BITS, TOMBSTONE,
 };
 use crate::region::Region;
 
@@ -76,9 +76,23 @@ pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
     // Acquire: pairs with the Release store of a slot naming this record (the slot load
     // already made the record visible; this only keeps the kill bit's load atomic).
     let first = region.atomic_u8(off).ok_or(bad("record offset"))?.load(Ordering::Acquire);
-    // SAFETY: `off` comes from a published slot (or a replay scan at open, before any other
-    // thread exists); the bytes after a published record's first byte are never written
-    // again until an epoch grace period has passed after it stopped being reachable.
+    // Most small records have a two-byte head: one more byte decides, and the general
+    // decoding below is skipped (a get runs about 35 instructions fewer).
+    if first & KIND_MASK == REC_SET {
+        // SAFETY: `off` comes from a published slot (or a replay scan at open, before any
+        // other thread exists); the bytes after a published record's first byte are never
+        // written again until an epoch grace period has passed after it stopped being
+        // reachable. A SET record is at least 6 bytes long, so its second byte is its own.
+        let second = unsafe { region.bytes(off + 1, 1) }.map(|b| b[0]);
+        if let Some((klen, vlen)) = second.and_then(|second| format::short_head(first, second)) {
+            // SAFETY: as above.
+            let bytes = unsafe { region.bytes(off + 1, 1 + klen + vlen + 4) }
+                .ok_or(bad("record length"))?;
+            return Record::with_head(first, bytes, REC_SET, klen, vlen, 1)
+                .map_err(|_| bad("malformed record"));
+        }
+    }
+    // SAFETY: as above.
     let head =
         unsafe { region.bytes_upto(off + 1, MAX_RECORD_HEAD) }.ok_or(bad("record offset"))?;
     let (kind, klen, vlen, hlen) = format::decode_head(first, head).map_err(|e| match e {
