@@ -3,6 +3,7 @@
 # (the 16-core `device` of DEVELOPERS.md: no apt, no cargo registry), into target/device-kit:
 #
 #   bin/senju            the release build of `senju` (stripped)
+#   bin/senju-lockbench  the lock lab's benchmark (stripped; `WHAT=locks`, below)
 #   bin/tkrzw_dbm_perf   Debian's tkrzw-utils binary (installed here with apt if missing)
 #   bin/time             GNU time (peak RSS), which scripts/bench-vs-tkrzw.sh calls
 #   lib/                 the shared libraries those need beyond glibc (libtkrzw, libstdc++, ...)
@@ -20,6 +21,13 @@
 # --random_key` at 2 threads, PAR_ITER per thread (default 5M), 3 rounds of each. About 6
 # minutes on 16 cores; the tool's limit is 10 minutes a command, so pass THREADS or ROUNDS
 # to cut it. Everything lands in $OUT (tables, raw logs, machine file).
+#
+# `WHAT=locks` runs lab 0001's lock matrix instead (issue 2): `senju-lockbench --full` at
+# LOCK_THREADS (default 1,2,4,8,16), ROUNDS rounds (default 3, about 2.5 minutes each), into
+# $OUT/locks-report.json, locks-run.md and locks-summary.md (the PASS/FAIL checks); LOCK_ARGS
+# adds arguments (`--quick` for a smoke run):
+#
+#   run(command="WHAT=locks target/device-kit/run.sh", carry=["target/device-kit"])
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,11 +46,16 @@ fi
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/engine}"
 cargo build --release --manifest-path "$root/Cargo.toml" -p senju-cli
+# The lock lab's binary (issue 2), for `WHAT=locks` on the device.
+CARGO_TARGET_DIR="$root/target/bench" \
+    cargo build --release --manifest-path "$root/Cargo.toml" -p senju-bench --bin senju-lockbench
 
 rm -rf "$kit"
 mkdir -p "$kit/bin" "$kit/lib"
 cp "$CARGO_TARGET_DIR/release/senju" "$kit/bin/senju"
 strip "$kit/bin/senju"
+cp "$root/target/bench/release/senju-lockbench" "$kit/bin/senju-lockbench"
+strip "$kit/bin/senju-lockbench"
 cp "$(command -v tkrzw_dbm_perf)" "$kit/bin/tkrzw_dbm_perf"
 cp /usr/bin/time "$kit/bin/time"
 
@@ -83,6 +96,18 @@ mkdir -p "$dir"
     echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     df -h "$dir" | tail -n 1
 } >"$out/machine.txt"
+if [ "${WHAT:-engine}" = locks ]; then
+    # Lab 0001's whole matrix at 1-16 threads (about 2.5 minutes a round), then its summary
+    # with the PASS/FAIL checks; copy both into lab/0001-locks/results/.
+    "$kit/bin/senju-lockbench" --full --rounds "${ROUNDS:-3}" --detail \
+        --threads "${LOCK_THREADS:-1,2,4,8,16}" --json "$out/locks-report.json" \
+        --note "$(head -n 1 "$kit/commit.txt"), $(nproc) CPUs, lent machine" \
+        ${LOCK_ARGS:-} >"$out/locks-run.md"
+    "$kit/bin/senju-lockbench" summarize --detail "$out/locks-report.json" >"$out/locks-summary.md"
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+    sed -n '/^## Targets/,$p' "$out/locks-summary.md"
+    exit 0
+fi
 TIME_BIN="$kit/bin/time" SENJU="$kit/bin/senju" TKRZW="$kit/bin/tkrzw_dbm_perf" DIR="$dir" \
     THREADS="${THREADS:-1 2 4 8 16}" ROUNDS="${ROUNDS:-3}" LOG_DIR="$out/sequence-logs" \
     scripts/bench-vs-tkrzw.sh >"$out/sequence.md" 2>"$out/sequence.err"
