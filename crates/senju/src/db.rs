@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::builder::Builder;
+use crate::epoch::Reading;
 use crate::error::{OpenError, Result, StorageError};
 use crate::format::{self, DIR_ENTRY_LEN, FLAG_CLEAN, Header, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE};
 use crate::iter::{Cursor, Iter};
@@ -71,6 +72,9 @@ pub(crate) struct Core {
     path: Option<PathBuf>,
     /// Held by a rebuild: one at a time.
     rebuilding: Mutex<()>,
+    /// Set by `close` before it waits for a rebuild called by hand (`rebuilding`): that
+    /// rebuild stops as an automatic one does when its thread is stopped.
+    closing: AtomicBool,
 }
 
 impl std::fmt::Debug for Db {
@@ -188,7 +192,8 @@ impl Db {
         read_only: bool,
     ) -> Db {
         let shard_bits = header.shard_bits;
-        let core = Core { ctx, shards, path, rebuilding: Mutex::new(()) };
+        let core =
+            Core { ctx, shards, path, rebuilding: Mutex::new(()), closing: AtomicBool::new(false) };
         Db { core: Arc::new(core), shard_bits, header, close_done: Mutex::new(false), read_only }
     }
 
@@ -286,9 +291,20 @@ impl Db {
     }
 
     /// Calls `f` with the value of `key` in place (no copy) and returns what it returns, or
-    /// `None` if the key is absent. `f` runs without any lock held.
+    /// `None` if the key is absent. `f` runs without any lock held; it may call this
+    /// database, except [`rebuild`](Db::rebuild) (which fails then: it would wait for the
+    /// view `f` holds).
     #[inline]
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        self.lookup(key, |v| {
+            let _reading = Reading::mark();
+            f(v)
+        })
+    }
+
+    /// [`get_with`](Db::get_with) for the engine's own closures, which do not call back.
+    #[inline]
+    fn lookup<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let (hash, shard) = self.route(key)?;
         // Started before the pin's read-modify-write, so the slot's load overlaps it.
         shard.prefetch(&self.core.ctx, hash);
@@ -299,12 +315,12 @@ impl Db {
 
     /// A copy of the value of `key`, or `None` if absent.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_with(key, <[u8]>::to_vec)
+        self.lookup(key, <[u8]>::to_vec)
     }
 
     /// Whether `key` is present.
     pub fn contains(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.get_with(key, |_| ())?.is_some())
+        Ok(self.lookup(key, |_| ())?.is_some())
     }
 
     /// Sets `key` to `value`, replacing any previous value.
@@ -523,6 +539,7 @@ impl Db {
         }
         // The pin keeps every record's space from being reused until `f` returns.
         let _pin = ctx.epochs.pin();
+        let _reading = Reading::mark();
         for (i, (&(hash, shard), key)) in routed.iter().zip(keys).enumerate() {
             if let Some(&(h, s)) = routed.get(i + PREFETCH_AHEAD) {
                 s.prefetch(ctx, h);
@@ -670,17 +687,37 @@ impl Db {
     /// hold nothing a sync has promised, so they are freed before the first sync, while
     /// their pages are still in memory: the syncs then write back the copies, not the dead
     /// records (for a file database a rebuild costs two hard syncs, and a third when it
-    /// frees chunks that an earlier sync had written).
+    /// frees chunks that an earlier sync had written). Old chunks that hold a removal or a
+    /// clear made since then wait for the commit instead, because the older records they
+    /// overrule would come back with them after a crash.
+    ///
+    /// The old space is freed only once no reader still looks at it, so a rebuild waits for
+    /// every [`Iter`] and every [`get_with`](Db::get_with) closure that began before it
+    /// swapped the tables. Called by a thread that holds an `Iter` of this database or from
+    /// inside such a closure, it would wait for itself: it fails with
+    /// [`StorageError::Reentrant`] instead, having done nothing.
+    ///
+    /// A [`close`](Db::close) from another thread stops it: the shards copied so far are
+    /// committed, and it fails with [`StorageError::Closed`]. `close` returns once it has.
     pub fn rebuild(&self) -> Result<()> {
         self.rebuild_with_progress(|_, _| {})
     }
 
     /// [`rebuild`](Db::rebuild), calling `progress(done, total)` after each shard is copied
     /// (`total` is the number of shards; the syncs and the commit follow the last call).
-    /// For progress bars on large databases.
+    /// For progress bars on large databases. `progress` must not close this database (the
+    /// close would wait for this rebuild).
     pub fn rebuild_with_progress(&self, progress: impl FnMut(u64, u64)) -> Result<()> {
         self.writable()?;
-        self.core.rebuild(|_| true, progress, None).map(|_| ())
+        if self.core.ctx.epochs.pinned_here() {
+            return Err(StorageError::Reentrant { call: "rebuild" });
+        }
+        let closing = &self.core.closing;
+        self.core.rebuild(|_| true, progress, Some(closing))?;
+        if closing.load(Ordering::Acquire) {
+            return Err(StorageError::Closed);
+        }
+        Ok(())
     }
 
     /// The most bytes the file can grow to while this handle has it open: the address space
@@ -733,8 +770,13 @@ impl Db {
         }
         *done = true;
         // First, so that no rebuild runs from here on (one in progress commits what it
-        // copied and stops).
+        // copied and stops): the automatic one, then one called by hand, which would
+        // otherwise go on zeroing its old space after the file is closed and unlocked, when
+        // another handle may already have put new records there. Release: pairs with the
+        // Acquire in `Core::rebuild`'s check.
+        self.core.closing.store(true, Ordering::Release);
         self.core.ctx.auto.stop();
+        drop(self.core.rebuilding.lock().unwrap_or_else(|e| e.into_inner()));
         self.core.ctx.closed.store(true, Ordering::Relaxed);
         if self.core.path.is_none() {
             return Ok(());
@@ -845,7 +887,8 @@ impl Core {
     /// 1. copy every chosen shard's live records and swap in its new table;
     /// 2. wait out the readers, zero the unpromised old chunks, sync (`fsync`: the copies
     ///    and the zeros), and free them. A crash before (3) is durable leaves every promised
-    ///    record in the promised chunks, and loses at most records no sync had promised;
+    ///    record in the promised chunks, and loses only records whose copies it keeps (a
+    ///    chunk with a removal or a clear since its start counts as promised, see below);
     /// 3. commit (each copy's first header voids the shard's older chunks) and sync hard;
     /// 4. zero the promised old chunks, sync, and free them.
     fn rebuild(
@@ -897,8 +940,13 @@ impl Core {
         let mut promised = Vec::new();
         for (id, c) in &work {
             for r in c.old_chunks.values() {
-                let to =
-                    if !file || r.born == generation { &mut unpromised } else { &mut promised };
+                // A chunk born before the shard's latest removal or clear may hold that
+                // removal (a `KILLED` mark) or clear: its records may be the only ones that
+                // overrule older records of promised chunks, which stay valid on disk until
+                // the commit. Zeroed before it, they would bring those records back after a
+                // crash, of the process or (if a sync started meanwhile) of the machine.
+                let early = !file || (r.born == generation && c.killed < r.born);
+                let to = if early { &mut unpromised } else { &mut promised };
                 to.push((*id, r.off, r.len));
             }
         }
@@ -915,6 +963,9 @@ impl Core {
         }
         if waited {
             self.zero(&unpromised)?;
+            if crate::testing::ABORT_AFTER_EARLY_ZERO.load(Ordering::Relaxed) {
+                std::process::abort();
+            }
             pass.freed_unsynced = unpromised.iter().map(|e| e.2).sum();
             // The tables the copies replaced are past their grace period too: free them now,
             // not at each shard's next allocation, so the rest of the rebuild (and whatever

@@ -22,6 +22,7 @@
 //! store loads the table word after it too and so never sees the old space.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::shard::CacheLine;
@@ -43,6 +44,27 @@ pub(crate) struct Guard<'a> {
 
 thread_local! {
     static THREAD_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// Live [`Reading`] marks of this thread.
+    static READING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Marks the calling thread, while it lives, as pinned across the caller's own code: a
+/// `get_with` closure running, or an `Iter` between two items. A `rebuild` called then by
+/// this thread would wait for its own pin forever; [`Epochs::pinned_here`] lets it refuse
+/// instead. Not `Send`, so the thread that marks is the one that unmarks.
+pub(crate) struct Reading(PhantomData<*const ()>);
+
+impl Reading {
+    pub(crate) fn mark() -> Reading {
+        READING.with(|r| r.set(r.get() + 1));
+        Reading(PhantomData)
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        READING.with(|r| r.set(r.get() - 1));
+    }
 }
 
 fn thread_slot() -> usize {
@@ -98,6 +120,15 @@ impl Epochs {
         self.global.fetch_add(1, Ordering::SeqCst)
     }
 
+    /// Whether the calling thread holds a [`Reading`] mark while its pin slot here is pinned:
+    /// waiting for a grace period would then (almost surely) wait for its own pin. Another
+    /// thread that shares the slot and a mark for another database can make this true too,
+    /// which only turns a wait into an error.
+    pub(crate) fn pinned_here(&self) -> bool {
+        READING.with(Cell::get) != 0
+            && self.slots[thread_slot()].0.load(Ordering::Relaxed) & COUNT_MASK != 0
+    }
+
     /// Whether no reader can still hold a reference to space retired at epoch `e`.
     pub(crate) fn is_safe(&self, e: u64) -> bool {
         self.slots.iter().all(|s| {
@@ -135,5 +166,20 @@ mod tests {
         let late = e.pin(); // pinned after the retire: does not hold it back
         assert!(e.is_safe(retired));
         drop(late);
+    }
+
+    #[test]
+    fn only_a_marked_pinned_thread_is_pinned_here() {
+        let e = Epochs::new();
+        assert!(!e.pinned_here());
+        let g = e.pin();
+        assert!(!e.pinned_here(), "a pin alone (inside one call) is not the caller's");
+        let r = Reading::mark();
+        assert!(e.pinned_here());
+        drop(g);
+        assert!(!e.pinned_here(), "marked but not pinned");
+        drop(r);
+        let _g = e.pin();
+        assert!(!e.pinned_here());
     }
 }

@@ -204,6 +204,13 @@ pub enum StorageError {
         /// The process that opened the handle.
         opened_by: u32,
     },
+    /// A call that waits for the database's readers, made by a thread that is one of them
+    /// (it holds an [`Iter`](crate::Iter), or runs inside a
+    /// [`get_with`](crate::Db::get_with) closure): it would wait for itself forever.
+    Reentrant {
+        /// The call refused: `"rebuild"`.
+        call: &'static str,
+    },
 }
 
 impl fmt::Display for StorageError {
@@ -238,6 +245,13 @@ impl fmt::Display for StorageError {
                 "this handle was opened by process {opened_by}, and this process is a child of \
                  it made by fork, where the handle cannot be used; open the database here once \
                  the parent has closed it, or open it only after forking"
+            ),
+            StorageError::Reentrant { call } => write!(
+                f,
+                "`{call}` was called by a thread that is reading the database (it holds an \
+                 iterator, or runs inside a `get_with` or `get_many_with` closure) and would \
+                 wait for that read to end; call it after the iterator is dropped or the \
+                 closure has returned"
             ),
         }
     }

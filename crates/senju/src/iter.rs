@@ -1,14 +1,21 @@
 //! The cursor returned by [`Db::iter`](crate::Db::iter).
 
 use crate::db::Db;
+use crate::epoch::Reading;
 use crate::error::Result;
 
 /// A weakly consistent cursor over all records, shard by shard (see
 /// [`Db::iter`](crate::Db::iter)). Yields owned `(key, value)` pairs.
+///
+/// It holds an epoch pin between items (the records of the shard it is in stay in place),
+/// so it stays on the thread that made it (it is not `Send`), and that thread cannot
+/// [`rebuild`](crate::Db::rebuild) the database while it holds it. [`Cursor`] has neither
+/// limit.
 pub struct Iter<'a> {
     db: &'a Db,
-    /// Held while `offsets` is in use: the records they name stay in place.
-    pin: Option<crate::epoch::Guard<'a>>,
+    /// Held while `offsets` is in use: the records they name stay in place. The mark makes
+    /// a `rebuild` by this thread fail instead of waiting for this pin.
+    pin: Option<(crate::epoch::Guard<'a>, Reading)>,
     next_shard: usize,
     offsets: Vec<u64>,
     pos: usize,
@@ -40,7 +47,7 @@ impl Iterator for Iter<'_> {
             self.next_shard += 1;
             // Copy the shard's offsets under its lock (a consistent snapshot of that shard);
             // the pin keeps the records in place after the lock is released.
-            self.pin = Some(self.db.pin());
+            self.pin = Some((self.db.pin(), Reading::mark()));
             let snapshot = self
                 .db
                 .ctx()

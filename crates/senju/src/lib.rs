@@ -76,6 +76,17 @@ pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use iter::{Cursor, Iter};
 pub use salvage::{SalvageReport, salvage, salvage_with_progress};
 
+/// Fault injection for the crash tests (`tests/rebuild_crash.rs`). Not part of the API.
+#[doc(hidden)]
+pub mod testing {
+    use std::sync::atomic::AtomicBool;
+
+    /// When set, a rebuild aborts the process right after it zeroed the old chunks that no
+    /// sync had promised, before anything is synced or committed: the state a crash there
+    /// leaves.
+    pub static ABORT_AFTER_EARLY_ZERO: AtomicBool = AtomicBool::new(false);
+}
+
 /// The integration tests' helpers (`TempDir`), for unit tests too.
 #[cfg(test)]
 #[path = "../tests/common/mod.rs"]

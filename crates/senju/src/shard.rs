@@ -28,8 +28,8 @@ use crate::table::{self, Probe, TableRef};
 pub(crate) struct Ctx {
     pub(crate) region: Region,
     pub(crate) salt: u64,
-    /// End of the space handed out to chunks. One `fetch_add` per new chunk; on a line of
-    /// its own, so these writes do not evict what every reader reads (salt, map length).
+    /// End of the space handed out to chunks. One compare-and-swap per new chunk; on a line
+    /// of its own, so these writes do not evict what every reader reads (salt, map length).
     pub(crate) file_end: CacheLine<AtomicU64>,
     /// Set once by `close`; checked by writers under their shard lock.
     pub(crate) closed: AtomicBool,
@@ -46,12 +46,24 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// Hands out `len` bytes (a multiple of [`PAGE`]) at the end of the file.
     pub(crate) fn alloc(&self, len: u64) -> Result<u64> {
-        let off = self.file_end.fetch_add(len, Ordering::Relaxed);
-        let end = off
-            .checked_add(len)
-            .filter(|&e| e <= MAX_FILE_LEN)
-            .ok_or(StorageError::Full { needed: off.saturating_add(len), limit: MAX_FILE_LEN })?;
-        self.region.ensure(end)?;
+        // Grown first, claimed after: a growth that fails (the file at its maximum size, a
+        // full disk) claims nothing, so one write too large for the room left does not take
+        // that room from the writes after it.
+        let mut off = self.file_end.load(Ordering::Relaxed);
+        let end = loop {
+            let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_LEN);
+            let end = end.ok_or(StorageError::Full {
+                needed: off.saturating_add(len),
+                limit: MAX_FILE_LEN,
+            })?;
+            self.region.ensure(end)?;
+            let claim =
+                self.file_end.compare_exchange_weak(off, end, Ordering::Relaxed, Ordering::Relaxed);
+            match claim {
+                Ok(_) => break end,
+                Err(now) => off = now,
+            }
+        };
         // The thread whose chunk crosses a window boundary has the next window faulted in
         // by the region's prefault thread (in this thread where there is none), so writers
         // filling fresh space take no page faults one page at a time.
@@ -175,6 +187,9 @@ pub(crate) struct Compacted {
     pub(crate) first_seq: u64,
     /// The record chunks the copy replaced, to free after a grace period (see `Db::rebuild`).
     pub(crate) old_chunks: BTreeMap<(u64, u64), RecordChunk>,
+    /// [`ShardState::killed`] when the copy was made: an old chunk born in this generation or
+    /// earlier may hold a removal or a clear.
+    pub(crate) killed: u64,
 }
 
 /// A record chunk of a shard.
@@ -218,9 +233,16 @@ pub(crate) struct ShardState {
     chunk_end: u64,
     dead_bytes: u64,
     live_bytes: u64,
-    // Cold: changed once per chunk or table.
+    // Cold: changed once per chunk or table, or by removals (`killed`).
     id: u32,
     next_seq: u64,
+    /// [`Region::sync_generation`] at this shard's latest removal or clear (0: none since
+    /// the file was opened). A removal marks a record in place and a clear appends a record
+    /// that holds no key: either may be the only trace, in a chunk no sync has promised, that
+    /// an older record of a promised chunk is dead. A rebuild must not zero such a chunk
+    /// before its commit voids the older one (see `Core::rebuild`). Written by every removal:
+    /// kept off the table word's line.
+    killed: u64,
     /// This shard's live record chunks by (sequence number, offset): oldest first.
     chunks: BTreeMap<(u64, u64), RecordChunk>,
     /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
@@ -537,10 +559,22 @@ impl<'a> ShardWriter<'a> {
             // the byte is read by replay (after a crash) and by readers who only need its kind
             // bits, which do not change.
             first.store(first.load(Ordering::Relaxed) | KILLED, Ordering::Relaxed);
+            self.note_kill();
             self.index_delete(p, 0)?;
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Records that this shard made a removal or a clear now (see [`ShardState::killed`]).
+    /// Written only when the generation moved on: the line it is on then stays shared
+    /// between the cores whose writes take turns on this shard.
+    #[inline]
+    fn note_kill(&mut self) {
+        let g = self.ctx.region.sync_generation();
+        if self.st.killed != g {
+            self.st.killed = g;
+        }
     }
 
     /// Removes every key of this shard.
@@ -549,6 +583,7 @@ impl<'a> ShardWriter<'a> {
             return Ok(());
         }
         let (_, len) = self.append(REC_CLEAR, b"", &[])?;
+        self.note_kill();
         self.index_clear(len);
         Ok(())
     }
@@ -1055,7 +1090,8 @@ impl<'a> ShardWriter<'a> {
                 self.st.tombs = 0;
                 self.st.live_bytes = copied;
                 self.st.dead_bytes = 0;
-                Ok(Some(Compacted { first_chunk, first_seq, old_chunks }))
+                let killed = self.st.killed;
+                Ok(Some(Compacted { first_chunk, first_seq, old_chunks, killed }))
             }
             Err(e) => {
                 let copies = std::mem::replace(&mut self.st.chunks, old_chunks);
@@ -1178,5 +1214,7 @@ mod layout_tests {
         }
         let table = at(std::ptr::from_ref(&s.table) as usize);
         assert!(table >= 64, "the table word shares the writers' line (offset {table})");
+        let killed = at(std::ptr::from_ref(&st.killed) as usize);
+        assert_ne!(killed / 64, table / 64, "removals write the table word's line");
     }
 }
