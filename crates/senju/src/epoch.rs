@@ -3,10 +3,13 @@
 //!
 //! A reader **pins** before it loads a table word and unpins when it no longer holds a
 //! reference into the map (after `get_with`'s closure returns). A pin writes only the
-//! reader's own slot: a cache line that belongs to its thread (threads are spread over
-//! [`SLOTS`] lines by a per-thread number; two threads that share a line stay correct, they
-//! only share the line). Nothing a reader writes is written by another thread except in that
-//! rare case.
+//! reader's own slot: a cache line that belongs to its thread. Each thread leases one of
+//! [`SLOTS`] slot numbers (the same in every database) on its first pin and hands it back
+//! when it exits, so live threads have slots of their own up to [`SLOTS`] of them; beyond,
+//! threads share slots. Threads that share a slot stay correct, but a shared slot's epoch
+//! moves on only once none of its threads is pinned, so sharing readers that keep
+//! overlapping can hold back reuse for as long as they do. Nothing a reader writes is
+//! written by another thread unless it shares the slot.
 //!
 //! Slot word: bits 16..64 the epoch the slot was pinned at, bits 0..16 how many pins are
 //! active on it (nesting, or threads sharing the slot). A slot with count 0 is quiescent.
@@ -23,7 +26,7 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::shard::CacheLine;
 
@@ -43,7 +46,11 @@ pub(crate) struct Guard<'a> {
 }
 
 thread_local! {
+    /// This thread's slot number: below [`SLOTS`] if leased (its own), `SLOTS + i` if it
+    /// shares slot `i`, `usize::MAX` before its first pin.
     static THREAD_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// Hands a leased slot back when the thread exits (registered when it is leased).
+    static RETURN_SLOT: ReturnSlot = const { ReturnSlot };
     /// Live [`Reading`] marks of this thread.
     static READING: Cell<u32> = const { Cell::new(0) };
 }
@@ -67,17 +74,55 @@ impl Drop for Reading {
     }
 }
 
+/// Slot numbers leased to live threads: bit `i` for slot `i`.
+static LEASED: AtomicU64 = AtomicU64::new(0);
+
+/// The calling thread's slot number (see [`THREAD_SLOT`]); `% SLOTS` gives the slot.
+#[inline]
 fn thread_slot() -> usize {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    THREAD_SLOT.with(|s| {
-        let mut v = s.get();
-        if v == usize::MAX {
-            // Relaxed: only a spreading number, no data is published through it.
-            v = NEXT.fetch_add(1, Ordering::Relaxed) as usize % SLOTS;
-            s.set(v);
+    let v = THREAD_SLOT.try_with(Cell::get).unwrap_or(SLOTS);
+    if v != usize::MAX { v } else { lease_slot() }
+}
+
+/// Leases the lowest free slot number to the calling thread, or, with every one leased,
+/// lets it share one.
+#[cold]
+fn lease_slot() -> usize {
+    // Relaxed throughout: the numbers only spread threads over slots; correctness never
+    // depends on a slot having one thread.
+    let mut leased = LEASED.load(Ordering::Relaxed);
+    let v = loop {
+        if leased == u64::MAX {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            break SLOTS + NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
         }
-        v
-    })
+        let i = (!leased).trailing_zeros() as usize;
+        let taken = leased | 1 << i;
+        match LEASED.compare_exchange_weak(leased, taken, Ordering::Relaxed, Ordering::Relaxed) {
+            // Touching the returner registers its destructor; a thread already past it (a
+            // pin from another thread-local's destructor) keeps the number for good.
+            Ok(_) => break if RETURN_SLOT.try_with(|_| ()).is_ok() { i } else { SLOTS + i },
+            Err(now) => leased = now,
+        }
+    };
+    let _ = THREAD_SLOT.try_with(|s| s.set(v));
+    v
+}
+
+/// Runs at thread exit and hands a leased slot number back. A pin taken later in the
+/// thread's exit (another thread-local's destructor) shares the slot from then on.
+struct ReturnSlot;
+
+impl Drop for ReturnSlot {
+    fn drop(&mut self) {
+        let _ = THREAD_SLOT.try_with(|s| {
+            let v = s.get();
+            if v < SLOTS {
+                s.set(SLOTS + v);
+                LEASED.fetch_and(!(1 << v), Ordering::Relaxed);
+            }
+        });
+    }
 }
 
 impl Epochs {
@@ -91,7 +136,7 @@ impl Epochs {
     /// Pins the calling thread until the guard is dropped.
     #[inline]
     pub(crate) fn pin(&self) -> Guard<'_> {
-        let slot = &self.slots[thread_slot()].0;
+        let slot = &self.slots[thread_slot() % SLOTS].0;
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
             let next = if cur & COUNT_MASK == 0 {
@@ -126,7 +171,7 @@ impl Epochs {
     /// which only turns a wait into an error.
     pub(crate) fn pinned_here(&self) -> bool {
         READING.with(Cell::get) != 0
-            && self.slots[thread_slot()].0.load(Ordering::Relaxed) & COUNT_MASK != 0
+            && self.slots[thread_slot() % SLOTS].0.load(Ordering::Relaxed) & COUNT_MASK != 0
     }
 
     /// Whether no reader can still hold a reference to space retired at epoch `e`.
@@ -166,6 +211,52 @@ mod tests {
         let late = e.pin(); // pinned after the retire: does not hold it back
         assert!(e.is_safe(retired));
         drop(late);
+    }
+
+    /// A thread's slot stays its own however many threads come and go beside it: each
+    /// hands its number back when it exits (numbers dealt round would give the 64th after it
+    /// the same slot).
+    #[test]
+    fn threads_that_come_and_go_never_share_a_live_threads_slot() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (mine_tx, mine_rx) = std::sync::mpsc::channel();
+        let live = std::thread::spawn(move || {
+            mine_tx.send(thread_slot()).unwrap();
+            rx.recv().unwrap();
+        });
+        let mine = mine_rx.recv().unwrap();
+        assert!(mine < SLOTS);
+        for n in 0..4 * SLOTS {
+            let v = std::thread::spawn(thread_slot).join().unwrap();
+            assert!(v < SLOTS, "thread {n} shares slot {} instead of leasing one", v % SLOTS);
+            assert_ne!(v, mine, "thread {n} got the live thread's slot");
+        }
+        tx.send(()).unwrap();
+        live.join().unwrap();
+    }
+
+    /// Live threads hold different slots while there are free ones.
+    #[test]
+    fn live_threads_lease_different_slots() {
+        let n = 8;
+        let barrier = std::sync::Barrier::new(n);
+        let slots: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|_| {
+                    s.spawn(|| {
+                        let v = thread_slot();
+                        barrier.wait(); // all alive at once
+                        v
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut leased: Vec<usize> = slots.iter().copied().filter(|&v| v < SLOTS).collect();
+        assert_eq!(leased.len(), n, "{slots:?}");
+        leased.sort_unstable();
+        leased.dedup();
+        assert_eq!(leased.len(), n, "two live threads leased one slot: {slots:?}");
     }
 
     #[test]
