@@ -44,8 +44,10 @@ module Senju
       # in all; nil: the default, 64 MiB; 0: never, leaving it to #rebuild),
       # +recovery_progress+ (called as <tt>recovery_progress.call(done, total)</tt> while the
       # open recovers a file that was not closed cleanly: bytes of records replayed so far, of
-      # +total+; at most about a thousand calls, never for a clean open; if it raises, the
-      # open finishes, closes the database and raises that).
+      # +total+; at most about a thousand calls, never for a clean open; an open given one
+      # keeps the GVL whatever +gvl+ says, so it is called on this thread; if it raises,
+      # throws or the thread is killed, it is not called again, and the open finishes,
+      # closes the database and then raises, throws or dies).
       def open(path = nil, gvl: :auto, memory: false, readonly: false, truncate: false,
                create: true, shards: nil, max_size: nil, capacity_hint: nil, auto_rebuild: nil,
                recovery_progress: nil)

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use magnus::prelude::*;
+use magnus::r_hash::ForEach;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::{
     DataTypeFunctions, Error, RArray, RClass, RHash, RModule, RString, Ruby, TypedData, Value,
@@ -22,6 +23,7 @@ use senju::Db;
 use crate::error::{closed_error, internal_error, open_error, storage_error};
 use crate::gvl::{self, CHUNK, Mode, Policy, Step, Weight};
 use crate::packed::{Packed, PackedValues};
+use crate::recovery::{Callback, Progress};
 
 /// Values at least this long make a single call `Weight::Large` (released under `:auto`).
 /// Measured with `bench/thresholds.rb` (lab/0004-ruby-threads): at 2 threads releasing lost
@@ -111,10 +113,10 @@ fn open(
 ) -> Result<DbObject, Error> {
     let mode = Mode::from_index(gvl_index)
         .ok_or_else(|| Error::new(ruby.exception_arg_error(), "gvl: must be 0, 1 or 2"))?;
-    // The callback's first exception lands here; a local, so the machine-stack scan of the
-    // GC keeps it (and the callback, an argument on Ruby's stack) alive during the open.
-    let raised = ruby.ary_new();
-    let progress = recovery_progress.map(|cb| crate::recovery::Callback::new(cb, raised));
+    // A local, so the machine-stack scan of the GC keeps the callable and its first
+    // exception alive during the open (see `recovery.rs`).
+    let progress = recovery_progress.map(Progress::new);
+    let callback = progress.as_ref().map(Callback::new);
     let args = OpenArgs {
         path: path.map(|p| PathBuf::from(OsString::from_vec(bytes(p)))),
         memory,
@@ -127,13 +129,14 @@ fn open(
         auto_rebuild,
     };
     let policy = Policy::new(mode);
-    // Whether the open runs with the GVL released (fixed for `Io` by the mode).
-    let released = policy.releases(Weight::Io);
+    // An open that may call Ruby back runs with the GVL held (see `recovery.rs`).
+    let held = Policy::new(Mode::Hold);
+    let open_policy = if callback.is_some() { &held } else { &policy };
     let mut state = (args, None);
-    gvl::run(ruby, &policy, Weight::Io, &mut state, |(a, out)| {
+    gvl::run(ruby, open_policy, Weight::Io, &mut state, |(a, out)| {
         let mut b = Db::builder().read_only(a.read_only).truncate(a.truncate).create(a.create);
-        if let Some(p) = progress {
-            b = b.recovery_progress(move |done, total| p.call(done, total, released));
+        if let Some(cb) = callback {
+            b = b.recovery_progress(move |done, total| cb.call(done, total));
         }
         if let Some(n) = a.shards {
             b = b.shards(n);
@@ -154,17 +157,22 @@ fn open(
         });
         Ok(Step::Done)
     })?;
+    // The callable's first exception, or its jump (`throw`, `Thread#kill`): it wins over
+    // the open's own result.
+    let first = progress.and_then(Progress::into_first);
     match state.1 {
         Some(Ok(db)) => {
-            if let Some(e) = crate::recovery::first_exception(raised) {
-                // The database is open and recovered; closing it marks the file clean.
-                let mut st = ();
-                gvl::run(ruby, &policy, Weight::Io, &mut st, |()| db.close().map(|()| Step::Done))?;
+            if let Some(e) = first {
+                // The database is open and recovered; closing it marks the file clean. Closed
+                // held, with no interrupt check, so that no Ruby code runs before a jump is
+                // resumed (the VM keeps a `throw`'s target until then). A close that fails
+                // leaves the file to be recovered by the next open.
+                let _ = db.close();
                 return Err(e);
             }
             Ok(DbObject { h: Arc::new(Handle { db, closed: AtomicBool::new(false), policy }) })
         }
-        Some(Err(e)) => Err(open_error(ruby, e)),
+        Some(Err(e)) => Err(first.unwrap_or_else(|| open_error(ruby, e))),
         None => Err(internal_error(ruby, "open produced no result")),
     }
 }
@@ -385,10 +393,24 @@ fn size(ruby: &Ruby, rb_self: &DbObject) -> Result<u64, Error> {
     Ok(rb_self.live(ruby)?.db.len())
 }
 
-/// The strings of an Array, copied; `TypeError` names the first element that is not one.
+/// `v` as a String: itself, or what its `to_str` returns (the conversion the single-key
+/// methods make); `None` if it is not a String and has no `to_str`. A `to_str` is Ruby code:
+/// it may change any object, so no string may be borrowed across this call.
+fn to_string(v: Value) -> Result<Option<RString>, Error> {
+    if let Some(s) = RString::from_value(v) {
+        return Ok(Some(s));
+    }
+    if !v.respond_to("to_str", false)? {
+        return Ok(None);
+    }
+    RString::try_convert(v).map(Some)
+}
+
+/// The strings of an Array (or what their `to_str` returns), copied; `TypeError` names the
+/// first element that is neither.
 fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
     let mut out = Packed::with_capacity(ary.len());
-    let mut bad = None;
+    let mut other = None;
     {
         // SAFETY: the GVL is held and no Ruby code runs while the array's and the strings'
         // buffers are borrowed (`from_value` only checks a type).
@@ -398,22 +420,35 @@ fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
                 // SAFETY: as above.
                 Some(s) => out.push(unsafe { s.as_slice() }),
                 None => {
-                    bad = Some((i, v));
+                    other = Some(i);
                     break;
                 }
             }
         }
     }
-    match bad {
-        None => Ok(out),
-        Some((i, v)) => Err(Error::new(
-            ruby.exception_type_error(),
-            format!("keys must be Strings, got {} at index {i}", v.class().inspect()),
-        )),
+    let Some(start) = other else {
+        return Ok(out);
+    };
+    // From the first element that is not a String on, each is read afresh and copied at
+    // once: a `to_str` may change the array or the strings read before.
+    let mut i = start;
+    while i < ary.len() {
+        let v: Value = ary.entry(i as isize)?;
+        let Some(s) = to_string(v)? else {
+            return Err(Error::new(
+                ruby.exception_type_error(),
+                format!("keys must be Strings, got {} at index {i}", v.class().inspect()),
+            ));
+        };
+        // SAFETY: the GVL is held and no Ruby code runs while the string is borrowed.
+        out.push(unsafe { s.as_slice() });
+        i += 1;
     }
+    Ok(out)
 }
 
-/// `db.get_many(keys)`: an Array of values (String or nil), in the order of `keys`.
+/// `db.get_many(keys)`: an Array of values (String or nil), in the order of `keys` (Strings,
+/// or objects with `to_str` as for `[]`).
 fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Error> {
     let h = rb_self.live(ruby)?;
     let keys = string_array(ruby, keys)?;
@@ -432,14 +467,14 @@ fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Err
     Ok(ruby.ary_from_iter(st.1.iter().map(|v| v.map(|v| bin(ruby, v)))))
 }
 
-/// The pairs of a Hash, copied by [`collect_pair`].
+/// The pairs of a Hash, copied by [`collect_pair`] (or by [`convert_pairs`]).
 struct PairsAcc {
     keys: Packed,
     values: Packed,
     /// Bytes of values.
     total: usize,
-    /// The first pair that is not two Strings.
-    bad: Option<(Value, Value)>,
+    /// Whether a pair that is not two Strings was met (the copy stops there).
+    other: bool,
 }
 
 /// `rb_hash_foreach` callback: copies one String pair into the `PairsAcc` at `arg`, or stops
@@ -454,7 +489,7 @@ unsafe extern "C" fn collect_pair(k: rb_sys::VALUE, v: rb_sys::VALUE, arg: rb_sy
     // SAFETY: and its live value.
     let v = unsafe { Value::from_raw(v) };
     let (Some(ks), Some(vs)) = (RString::from_value(k), RString::from_value(v)) else {
-        acc.bad = Some((k, v));
+        acc.other = true;
         return rb_sys::st_retval::ST_STOP as i32;
     };
     // SAFETY: the GVL is held (Ruby runs this callback) and no Ruby code runs while the
@@ -467,8 +502,51 @@ unsafe extern "C" fn collect_pair(k: rb_sys::VALUE, v: rb_sys::VALUE, arg: rb_sy
     rb_sys::st_retval::ST_CONTINUE as i32
 }
 
-/// `db.set_many(hash)`: sets every pair (each set atomic on its own). Every key and value is
-/// checked before anything is written; the engine then applies the pairs shard by shard, so
+/// The pairs of a Hash that has a key or value other than a String, copied: each is converted
+/// with `to_str` (the conversion the single-key methods make), from a snapshot of the pairs
+/// taken first, since a `to_str` is Ruby code that may change the Hash. `TypeError` names the
+/// first pair with a key or value that is neither a String nor has `to_str`.
+fn convert_pairs(ruby: &Ruby, hash: RHash) -> Result<PairsAcc, Error> {
+    // A local: the machine-stack scan of the GC keeps it (and so the pairs) alive.
+    let snapshot = ruby.ary_new_capa(hash.len() * 2);
+    hash.foreach(|k: Value, v: Value| {
+        snapshot.push(k)?;
+        snapshot.push(v)?;
+        Ok(ForEach::Continue)
+    })?;
+    let n = snapshot.len() / 2;
+    let mut acc = PairsAcc {
+        keys: Packed::with_capacity(n),
+        values: Packed::with_capacity(n),
+        total: 0,
+        other: false,
+    };
+    for i in 0..n {
+        let k: Value = snapshot.entry((2 * i) as isize)?;
+        let v: Value = snapshot.entry((2 * i + 1) as isize)?;
+        let (Some(ks), Some(vs)) = (to_string(k)?, to_string(v)?) else {
+            return Err(Error::new(
+                ruby.exception_type_error(),
+                format!(
+                    "set_many needs String keys and values, got {} => {}",
+                    k.class().inspect(),
+                    v.class().inspect()
+                ),
+            ));
+        };
+        // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
+        acc.keys.push(unsafe { ks.as_slice() });
+        // SAFETY: as for the key.
+        let value = unsafe { vs.as_slice() };
+        acc.total += value.len();
+        acc.values.push(value);
+    }
+    Ok(acc)
+}
+
+/// `db.set_many(hash)`: sets every pair (each set atomic on its own). Keys and values are
+/// Strings or have `to_str`, as for `[]=`. Every key and value is converted and checked
+/// before anything is written; the engine then applies the pairs shard by shard, so
 /// another thread may see them appear in any order, and on a storage error the pairs applied
 /// before it stay set.
 fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
@@ -478,7 +556,7 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
         keys: Packed::with_capacity(n),
         values: Packed::with_capacity(n),
         total: 0,
-        bad: None,
+        other: false,
     };
     // SAFETY: `collect_pair` matches `rb_hash_foreach`'s callback type and `arg` is `acc`,
     // alive on this frame for the whole call. The callback calls no Ruby API and cannot
@@ -490,15 +568,8 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
             std::ptr::from_mut(&mut acc) as rb_sys::VALUE,
         );
     }
-    if let Some((k, v)) = acc.bad {
-        return Err(Error::new(
-            ruby.exception_type_error(),
-            format!(
-                "set_many needs String keys and values, got {} => {}",
-                k.class().inspect(),
-                v.class().inspect()
-            ),
-        ));
+    if acc.other {
+        acc = convert_pairs(ruby, hash)?;
     }
     let PairsAcc { keys, values, total, .. } = acc;
     // The engine checks the pairs of each call before it writes any; a batch of more than
@@ -506,7 +577,8 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
     (0..keys.len())
         .try_for_each(|i| senju::check_pair(keys.get(i), values.get(i)))
         .map_err(storage(ruby))?;
-    let weight = if n >= BIG_BATCH || total >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let weight =
+        if keys.len() >= BIG_BATCH || total >= BIG_VALUE { Weight::Batch } else { Weight::Short };
     let mut st = (keys, values, 0usize);
     gvl::run(ruby, &h.policy, weight, &mut st, |(keys, values, done)| {
         let end = (*done + CHUNK).min(keys.len());
@@ -637,13 +709,28 @@ fn keys(ruby: &Ruby, rb_self: &DbObject) -> Result<RArray, Error> {
 
 /// `db.close`: closes the store (waits for writers in flight, syncs a file). Calls made
 /// later raise `ClosedError`; calls already inside the store finish or fail with it.
+///
+/// Returns only once the store is closed, also when another thread's close is in progress
+/// (`Db::close` waits for it) and when an interrupt raises first: the engine's close is then
+/// run with the GVL held before the interrupt's exception (or `Thread#kill`) goes on.
 fn close(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
-    // Relaxed: `Db::close` serializes concurrent closes itself; the flag only answers early.
-    if rb_self.h.closed.swap(true, Ordering::Relaxed) {
-        return Ok(());
-    }
     let h = &rb_self.h;
-    gvl::run(ruby, &h.policy, Weight::Io, &mut (), |()| h.db.close().map(|()| Step::Done))
+    // Relaxed: the flag only makes other calls raise `ClosedError` early; `Db::close` is
+    // idempotent, serializes concurrent closes itself, and is always called.
+    h.closed.store(true, Ordering::Relaxed);
+    // Whether the step ran: a released region does not start while an interrupt is pending,
+    // and `gvl::run` then returns the interrupt's error (see `gvl::without_gvl`).
+    let mut ran = false;
+    let result = gvl::run(ruby, &h.policy, Weight::Io, &mut ran, |ran| {
+        *ran = true;
+        h.db.close().map(|()| Step::Done)
+    });
+    if !ran {
+        // No Ruby code runs here, so the interrupt's error (even a `Thread#kill`) is raised
+        // as it was; a close that fails meanwhile is dropped in its favour.
+        let _ = h.db.close();
+    }
+    result
 }
 
 /// `db.closed?`.

@@ -68,7 +68,7 @@ pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
         StorageError::Closed => &CLOSED,
         StorageError::Corrupted { .. } => &CORRUPTED,
         StorageError::Full { .. } => &FULL,
-        StorageError::Io(io) => return io_error(ruby, e.to_string(), io.raw_os_error()),
+        StorageError::Io(io) => return io_error(ruby, e.to_string(), errno_of(ruby, io)),
         StorageError::ReadOnly => &READ_ONLY,
         StorageError::Forked { .. } => &FORKED,
         _ => &BASE,
@@ -88,13 +88,27 @@ pub(crate) fn open_error(ruby: &Ruby, e: OpenError) -> Error {
         OpenError::InvalidOption { .. } => &INVALID_OPTION,
         OpenError::NotFound { .. } => &NOT_FOUND,
         OpenError::Io { ref source, .. } => {
-            let errno = source.raw_os_error();
+            let errno = errno_of(ruby, source);
             return io_error(ruby, e.to_string(), errno);
         }
         OpenError::AddressSpace { .. } => &IO,
         _ => &BASE,
     };
     Error::new(ruby.get_inner(class), e.to_string())
+}
+
+/// The operating system's error number of `e`. The engine words some errors itself (a file
+/// that cannot be created because its directory is missing) and keeps only their kind; a
+/// `NotFound` one is `ENOENT`, taken from Ruby's `Errno::ENOENT`.
+fn errno_of(ruby: &Ruby, e: &std::io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return None;
+        }
+        let errno: RModule = ruby.class_object().const_get("Errno").ok()?;
+        let enoent: magnus::RClass = errno.const_get("ENOENT").ok()?;
+        enoent.const_get("Errno").ok()
+    })
 }
 
 /// `Senju::IoError` with the message `msg` and `errno`, the operating system's error number
