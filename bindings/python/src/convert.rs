@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
@@ -66,31 +67,53 @@ pub(crate) fn args<'a, 'py>(keep: &'a [Bound<'py, PyAny>], what: &str) -> PyResu
 }
 
 /// The keys of `keys`, an iterable of keys given to the batch method `method`, collected
-/// as [`collect`] does. A single `str`, `bytes` or `bytearray` is refused with a
-/// `TypeError`: iterated, it would be one key per character (or per byte, an `int`), and
+/// so that their buffers can be borrowed. Each is checked to be bytes, `str` or `bytearray`
+/// as it comes, so that `get_many(range(10**17))` fails at its first item, not after
+/// reading them all. A single `str`, `bytes` or `bytearray` is refused with a `TypeError`:
+/// iterated, it would be one key per character (or per byte, an `int`), and
 /// `remove_many("apple")` would remove the keys "a", "p", "l" and "e".
 pub(crate) fn collect_keys<'py>(
     keys: &Bound<'py, PyAny>,
     method: &str,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    if keys.is_instance_of::<PyString>()
-        || keys.is_instance_of::<PyBytes>()
-        || keys.is_instance_of::<PyByteArray>()
-    {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+    if is_bytes_or_str(keys) {
+        return Err(PyTypeError::new_err(format!(
             "{method} takes an iterable of keys (a list, a tuple, ...), not a single {}; \
              for one key, wrap it in a list",
             keys.get_type().name()?
         )));
     }
-    collect(keys)
-}
-
-/// The items of the iterable `obj`, collected so that their buffers can be borrowed.
-pub(crate) fn collect<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
-    for item in obj.try_iter()? {
-        out.push(item?);
+    let mut out = Vec::with_capacity(capacity_hint(keys)?);
+    for item in keys.try_iter()? {
+        let item = item?;
+        if !is_bytes_or_str(&item) {
+            return Err(errors::wrong_type("key", &item));
+        }
+        out.push(item);
     }
     Ok(out)
+}
+
+/// Whether [`arg`] takes `obj` (short of a `str` that cannot be encoded).
+#[inline]
+fn is_bytes_or_str(obj: &Bound<'_, PyAny>) -> bool {
+    obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyString>()
+        || obj.is_instance_of::<PyByteArray>()
+}
+
+/// The most items a batch reserves room for before it has read them.
+const MAX_RESERVED: usize = 1 << 16;
+
+/// How many items to reserve room for before iterating `obj`: its length, at most
+/// [`MAX_RESERVED`]. `__len__` is a hint, not a promise (`range(10**17)` has one, and its
+/// items are refused one by one as they come), so a larger batch grows as it is read. An
+/// exception raised by `__len__` propagates, except `TypeError`, which means "no length"
+/// (a generator), as for `list()`.
+pub(crate) fn capacity_hint(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    match obj.len() {
+        Ok(n) => Ok(n.min(MAX_RESERVED)),
+        Err(e) if e.is_instance_of::<PyTypeError>(obj.py()) => Ok(0),
+        Err(e) => Err(e),
+    }
 }

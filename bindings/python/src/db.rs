@@ -29,9 +29,11 @@ pub(crate) struct Inner {
     pub(crate) db: Db,
     pub(crate) gil: Gil,
     closed: AtomicBool,
-    /// The length of the value the last read returned if it was [`LARGE`] or more, else 0:
-    /// `Auto` releases the GIL for the next read when it is not 0, and a released read
-    /// copies straight into a `bytes` object of this length when the value still has it.
+    /// The length of the value the last read returned if it was [`LARGE`] or more, else 0
+    /// (the last read found a smaller value or none): `Auto` releases the GIL for the next
+    /// read when it is not 0, and a released read copies straight into a `bytes` object of
+    /// this length when the value still has it. Every read sets it, so one large read costs
+    /// later reads of other keys at most one needless release and allocation.
     large_read_len: AtomicUsize,
     path: Option<PathBuf>,
     read_only: bool,
@@ -46,6 +48,33 @@ impl Inner {
             return Err(errors::storage(py, senju::StorageError::Closed));
         }
         Ok(())
+    }
+
+    /// `ClosedError` once closed, `ForkedError` in a child of `fork`, from the engine's own
+    /// checks: `senju::Db` has no public check, but a lookup makes both before it takes any
+    /// lock (one held by a parent thread at the fork is never released in the child) or reads
+    /// the store. For calls that touch no store (a scan whose lock is taken, a key of another
+    /// type).
+    #[cold]
+    pub(crate) fn check_usable(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_open(py)?;
+        self.db.contains(b"").map(drop).map_err(|e| errors::storage(py, e))
+    }
+}
+
+impl Drop for Inner {
+    /// Closes the store where `close()` was not called: the last reference (the handle or a
+    /// scan) goes away in a Python deallocator, with the GIL held, and closing a file syncs
+    /// it twice. Released as `close()` releases it, except under `gil="hold"`. Errors are
+    /// ignored, as dropping a `senju::Db` ignores them.
+    fn drop(&mut self) {
+        if !self.gil.releases_long() || self.db.is_closed() {
+            return;
+        }
+        let db = &self.db;
+        // `try_attach`: not while the interpreter cannot be attached to (from 3.13, while it
+        // finalizes); `senju::Db`'s own drop then closes it, without releasing anything.
+        Python::try_attach(|py| py.detach(|| db.close()).ok());
     }
 }
 
@@ -72,7 +101,7 @@ impl PyDb {
     /// that still fits, else into a buffer copied into the object afterwards. `Auto` releases
     /// only if the previous read on this handle returned a large value: the length is known
     /// only after the lookup, which for a large value costs more (checksum and copy) than the
-    /// release.
+    /// release. A miss or a small value clears the hint.
     fn get_bytes<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let inner = &*self.inner;
         let db = &inner.db;
@@ -90,22 +119,35 @@ impl PyDb {
                 None => (None, 0),
             }
         } else if hint == 0 {
-            let v = py.detach(|| db.get_with(key, <[u8]>::to_vec));
-            let v = v.map_err(|e| errors::storage(py, e))?;
-            let len = v.as_ref().map_or(0, Vec::len);
-            (v.map(|v| PyBytes::new(py, &v)), len)
+            self.get_copied(py, key)?
         } else {
             self.get_into(py, key, hint)?
         };
         let new_hint = if len >= LARGE { len } else { 0 };
-        if inner.gil != Gil::Hold && found.is_some() && new_hint != hint {
+        if inner.gil != Gil::Hold && new_hint != hint {
             inner.large_read_len.store(new_hint, Ordering::Relaxed);
         }
         Ok(found)
     }
 
+    /// Reads `key` with the GIL released into a buffer, copied into a new `bytes` object
+    /// afterwards; returns it with its length (0 if absent).
+    fn get_copied<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, usize)> {
+        let db = &self.inner.db;
+        let v = py.detach(|| db.get_with(key, <[u8]>::to_vec));
+        let v = v.map_err(|e| errors::storage(py, e))?;
+        let len = v.as_ref().map_or(0, Vec::len);
+        Ok((v.map(|v| PyBytes::new(py, &v)), len))
+    }
+
     /// Reads `key` with the GIL released straight into a new `bytes` object of `len` bytes,
     /// or, if the value has another length, into a buffer copied into an object afterwards.
+    /// If the object cannot be allocated (`len` is only a guess: the value may be smaller or
+    /// absent), reads as [`get_copied`](PyDb::get_copied) does and clears the hint.
     fn get_into<'py>(
         &self,
         py: Python<'py>,
@@ -120,7 +162,14 @@ impl PyDb {
             pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as pyo3::ffi::Py_ssize_t)
         };
         // SAFETY: `ptr` is a new (owned) reference, or NULL with an exception set.
-        let obj = unsafe { Bound::from_owned_ptr_or_err(py, ptr) }?.cast_into::<PyBytes>()?;
+        let obj = match unsafe { Bound::from_owned_ptr_or_err(py, ptr) } {
+            Ok(obj) => obj.cast_into::<PyBytes>()?,
+            Err(_memory_error) => {
+                // Relaxed: a hint; any value is correct.
+                self.inner.large_read_len.store(0, Ordering::Relaxed);
+                return self.get_copied(py, key);
+            }
+        };
         // SAFETY: `obj` is a `bytes` object of `len` bytes; its buffer lives as long as `obj`.
         let dest = Dest(unsafe { pyo3::ffi::PyBytes_AsString(obj.as_ptr()) }.cast::<u8>());
         let got = py.detach(move || {
@@ -204,7 +253,7 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
     } else {
         obj.clone()
     };
-    let mut out = Vec::with_capacity(items.len().unwrap_or(0));
+    let mut out = Vec::with_capacity(convert::capacity_hint(&items)?);
     if let Ok(list) = items.cast::<PyList>() {
         for (i, item) in list.iter().enumerate() {
             push_pair(&mut out, i, item)?;
@@ -218,6 +267,10 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
 }
 
 /// Appends item `i` of `set_many`'s argument to `out` as a pair, or fails if it is none.
+///
+/// An item that is not iterable, or that yields other than two items, is a `TypeError` that
+/// names it; an exception raised while iterating it (say `KeyboardInterrupt`) propagates.
+/// At most three items are read, so an endless iterator is refused too.
 fn push_pair<'py>(out: &mut Vec<Pair<'py>>, i: usize, item: Bound<'py, PyAny>) -> PyResult<()> {
     let item = match item.cast_into::<PyTuple>() {
         // The stable ABI has no view of a tuple's items: take them as for any other pair.
@@ -229,14 +282,20 @@ fn push_pair<'py>(out: &mut Vec<Pair<'py>>, i: usize, item: Bound<'py, PyAny>) -
         Ok(t) => t.into_any(),
         Err(e) => e.into_inner(),
     };
-    let parts = convert::collect(&item).ok().filter(|p| p.len() == 2);
-    let Some(parts) = parts.and_then(|p| <[_; 2]>::try_from(p).ok()) else {
+    let not_a_pair = |item: &Bound<'py, PyAny>| {
         let name = item.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-        return Err(PyTypeError::new_err(format!(
+        PyTypeError::new_err(format!(
             "set_many takes a mapping or an iterable of (key, value) pairs; item {i} is a \
              {name}, not a pair"
-        )));
+        ))
     };
+    let iter = match item.try_iter() {
+        Ok(iter) => iter,
+        Err(e) if e.is_instance_of::<PyTypeError>(item.py()) => return Err(not_a_pair(&item)),
+        Err(e) => return Err(e),
+    };
+    let parts = iter.take(3).collect::<PyResult<Vec<_>>>()?;
+    let Ok(parts) = <[_; 2]>::try_from(parts) else { return Err(not_a_pair(&item)) };
     out.push(Pair::Parts(parts));
     Ok(())
 }
@@ -369,8 +428,17 @@ impl PyDb {
         }
     }
 
+    /// Whether `key` is present: `False` for a key of a type that is never stored (`1 in db`,
+    /// as for a dict), where reads and writes raise `TypeError`.
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let k = convert::arg(key, "key")?;
+        let k = match convert::arg(key, "key") {
+            Ok(k) => k,
+            Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+                self.inner.check_usable(py)?;
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
         let (k, db) = (k.as_ref(), &self.inner.db);
         Gil::run(py, self.inner.gil == Gil::Release, || db.contains(k))
             .map_err(|e| errors::storage(py, e))
@@ -547,8 +615,9 @@ impl PyDb {
         let k = convert::arg(key, "key")?;
         let v = convert::arg(value, "value")?;
         let (k, v, db) = (k.as_ref(), v.as_ref(), &self.inner.db);
-        let bytes = k.len() + v.len();
-        (self.inner.gil.write(py, bytes, || db.try_append(k, v), || db.append(k, v)))
+        // Long work, whatever the suffix: the engine rewrites the stored value with the
+        // suffix, and that value's length is known only under the shard lock.
+        Gil::run(py, self.inner.gil.releases_long(), || db.append(k, v))
             .map_err(|e| errors::storage(py, e))
     }
 

@@ -22,9 +22,11 @@ pub(crate) enum Gil {
     Release,
     /// Never release.
     Hold,
-    /// Release for batches, scans, sync, rebuild, clear, opening and closing, values of
-    /// [`LARGE`] bytes or more (reads: after a large read), and a write's wait for a shard
-    /// that another thread holds; keep it for single operations on small values.
+    /// Release for batches, scans, sync, rebuild, clear, opening and closing (also on drop),
+    /// appends (the engine rewrites the stored value, whose length the binding cannot know
+    /// beforehand), values of [`LARGE`] bytes or more (reads: after a large read), and a
+    /// write's wait for a shard that another thread holds; keep it for single operations on
+    /// small values.
     Auto,
 }
 

@@ -8,7 +8,7 @@
 //! the whole scan is yielded exactly once.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
@@ -42,8 +42,11 @@ struct State {
 pub(crate) struct Scan {
     inner: Arc<Inner>,
     kind: Kind,
-    /// Taken with `lock_py_attached`: a thread waiting for it (while another refills with the
-    /// GIL released) waits detached, so the two cannot deadlock over the GIL.
+    /// Held only to take an entry or to refill (never while a Python object is made: the
+    /// garbage collector may run then, and a callback of its may call `next` on this scan
+    /// in the same thread). Taken with `lock_py_attached`: a thread waiting for it (while
+    /// another refills with the GIL released) waits detached, so the two cannot deadlock
+    /// over the GIL.
     state: Mutex<State>,
 }
 
@@ -53,17 +56,25 @@ impl Scan {
         let state = State { cursor, keys: VecDeque::new(), pairs: VecDeque::new(), done: false };
         Scan { inner, kind, state: Mutex::new(state) }
     }
-}
 
-#[pymethods]
-impl Scan {
-    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
+    /// The state, locked. If another thread holds it, checks first that the store is still
+    /// usable: in a child of `fork`, a lock that a parent thread held at the fork (refilling)
+    /// is never released, and the call raises `ForkedError` instead of waiting forever.
+    fn lock<'a>(&'a self, py: Python<'_>) -> PyResult<MutexGuard<'a, State>> {
+        match self.state.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                self.inner.check_usable(py)?;
+                Ok(self.state.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner))
+            }
+        }
     }
 
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner.check_open(py)?;
-        let mut guard = self.state.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner);
+    /// The next entry (the value is empty for `Keys`), refilling with the GIL released unless
+    /// the policy is `hold`; `None` at the end.
+    fn next_entry(&self, py: Python<'_>) -> PyResult<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut guard = self.lock(py)?;
         let st = &mut *guard;
         let empty = match self.kind {
             Kind::Keys => st.keys.is_empty(),
@@ -76,20 +87,41 @@ impl Scan {
                 Kind::Keys => cursor.next_keys(db, CHUNK).map(|v| (v, Vec::new())),
                 Kind::Values | Kind::Items => cursor.next_pairs(db, CHUNK).map(|v| (Vec::new(), v)),
             });
-            let (keys, pairs) = got.map_err(|e| errors::storage(py, e))?;
+            let (keys, pairs) = match got {
+                Ok(got) => got,
+                Err(e) => {
+                    // Unlocked first: making the exception runs Python code.
+                    drop(guard);
+                    return Err(errors::storage(py, e));
+                }
+            };
             st.done = keys.is_empty() && pairs.is_empty();
             st.keys.extend(keys);
             st.pairs.extend(pairs);
         }
         Ok(match self.kind {
-            Kind::Keys => st.keys.pop_front().map(|k| PyBytes::new(py, &k).into_any()),
-            Kind::Values => st.pairs.pop_front().map(|(_, v)| PyBytes::new(py, &v).into_any()),
-            Kind::Items => match st.pairs.pop_front() {
-                None => None,
-                Some((k, v)) => {
-                    Some(PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?.into_any())
-                }
-            },
+            Kind::Keys => st.keys.pop_front().map(|k| (k, Vec::new())),
+            Kind::Values | Kind::Items => st.pairs.pop_front(),
         })
+    }
+}
+
+#[pymethods]
+impl Scan {
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.check_open(py)?;
+        // The state is unlocked again before any object is made.
+        let Some((k, v)) = self.next_entry(py)? else { return Ok(None) };
+        Ok(Some(match self.kind {
+            Kind::Keys => PyBytes::new(py, &k).into_any(),
+            Kind::Values => PyBytes::new(py, &v).into_any(),
+            Kind::Items => {
+                PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?.into_any()
+            }
+        }))
     }
 }

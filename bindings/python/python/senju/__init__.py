@@ -13,8 +13,9 @@ A database behaves as a :class:`collections.abc.MutableMapping` of ``bytes`` to 
         print(db.get_many([b"a", b"zzz"]))       # [b'1', None]
 
 Every method may be called from any number of threads at once. ``gil=`` chooses when calls
-release the GIL: ``"auto"`` (default: batches, scans, sync, rebuild and values of 4 KiB or
-more), ``"release"`` (every call) or ``"hold"`` (never). See the README's "Python" section.
+release the GIL: ``"auto"`` (default: batches, scans, sync, rebuild, append and values of
+4 KiB or more), ``"release"`` (every call) or ``"hold"`` (never). See the README's "Python"
+section.
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ class _Values(ValuesView[bytes]):
     def __iter__(self) -> Iterator[bytes]:
         return self._mapping._iter_values()
 
+    def __contains__(self, value: object) -> bool:
+        # One scan of the values: the inherited method looks each key up, and a key that
+        # another thread removes meanwhile raised KeyError.
+        return any(v is value or v == value for v in self._mapping._iter_values())
+
 
 class _Items(ItemsView[bytes, bytes]):
     """``db.items()``: iterates in chunks in Rust instead of one lookup per key."""
@@ -94,6 +100,17 @@ class _Items(ItemsView[bytes, bytes]):
 
     def __iter__(self) -> Iterator[Tuple[bytes, bytes]]:
         return self._mapping._iter_items()
+
+    def __contains__(self, item: object) -> bool:
+        # As a dict's items: anything but a 2-tuple whose key has a type that can be stored
+        # is not in it (the inherited method raised TypeError for `(1, 2)`). One lookup.
+        if not isinstance(item, tuple) or len(item) != 2:
+            return False
+        key, value = item
+        if not isinstance(key, (bytes, bytearray, str)):
+            return False
+        v = self._mapping.get(key)
+        return v is not None and (v is value or v == value)
 
 
 class Db(_NativeDb, MutableMapping[bytes, bytes]):

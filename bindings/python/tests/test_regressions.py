@@ -1,0 +1,381 @@
+"""Regression tests, each named after its bug; each docstring says how it failed and what the
+fix changed. Tests that could crash or hang the interpreter before the fix run in a child
+process with a time limit. Counted, never timed."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import tracemalloc
+from typing import Any, Callable, Iterator
+
+import pytest
+
+import senju
+
+
+def run_child(code: str, *args: str, timeout: float = 120) -> str:
+    """Runs `code` in a fresh interpreter; returns its stdout (fails on a non-zero exit)."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
+    return out.stdout
+
+
+class Sized:
+    """An iterable of `items` whose `__len__` returns `length` or raises `raises`."""
+
+    def __init__(self, items: list[Any], length: int = 0, raises: BaseException | None = None):
+        self.values, self.length, self.raises = items, length, raises
+
+    def __len__(self) -> int:
+        if self.raises is not None:
+            raise self.raises
+        return self.length
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values)
+
+
+def test_batches_do_not_trust_len_for_their_allocation(gil: str) -> None:
+    """`get_many(range(10**17))` reserved room for 10**17 keys up front, as `__len__` said:
+    the allocation failed and the process aborted (SIGABRT); `range(2**61)` raised a
+    PanicException ("capacity overflow"); an exception raised by `__len__` (even
+    KeyboardInterrupt) was swallowed. Now the length is only a bounded hint, items are
+    checked as they come, and `__len__`'s exceptions propagate (except TypeError, which means
+    no length, as for `list()`)."""
+    out = run_child(
+        """
+        import sys, senju
+        db = senju.open(memory=True, gil=sys.argv[1])
+        for call in (lambda: db.get_many(range(10**17)), lambda: db.remove_many(range(10**17)),
+                     lambda: db.set_many(range(10**17)), lambda: db.get_many(range(2**61))):
+            try:
+                call()
+            except TypeError as e:
+                print(e)
+        """,
+        gil,
+    )
+    assert out.splitlines() == [
+        "key must be bytes or str, not int",
+        "key must be bytes or str, not int",
+        "set_many takes a mapping or an iterable of (key, value) pairs; item 0 is a int, "
+        "not a pair",
+        "key must be bytes or str, not int",
+    ]
+    with senju.open(memory=True, gil=gil) as db:  # type: ignore[arg-type]
+        db[b"a"] = b"1"
+        for exc in (KeyboardInterrupt(), ZeroDivisionError("from __len__")):
+            with pytest.raises(type(exc)):
+                db.get_many(Sized([b"a"], raises=exc))
+            with pytest.raises(type(exc)):
+                db.remove_many(Sized([b"a"], raises=exc))
+            with pytest.raises(type(exc)):
+                db.set_many(Sized([(b"a", b"2")], raises=exc))
+        # A `__len__` that lies is only a hint.
+        assert db.get_many(Sized([b"a", b"b"], length=2**62)) == [b"1", None]
+        assert db.get_many(Sized([b"a"], raises=TypeError("no length"))) == [b"1"]
+        db.set_many(Sized([(b"a", b"2")], length=2**62))
+        assert db[b"a"] == b"2"
+
+
+FORK_SCAN = """
+import os, signal, sys, threading, time
+import senju
+
+db = senju.open(memory=True, shards=1)
+db.set_many((b"%09d" % i, b"v") for i in range(int(sys.argv[1])))
+busy_seen = 0
+for attempt in range(4):
+    it = iter(db)
+    started = threading.Event()
+    done_at = []
+
+    def first() -> None:
+        started.set()
+        next(it)  # copies the only shard's keys: long, with the GIL released
+        done_at.append(time.monotonic())
+
+    th = threading.Thread(target=first)
+    th.start()
+    started.wait()
+    time.sleep(0.02)
+    r, w = os.pipe()
+    fork_at = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)  # a hang ends the child with SIGALRM
+        report = []
+        for call in (lambda: next(it), lambda: db.get(b"x"), lambda: next(iter(db))):
+            try:
+                call()
+                report.append("ok")
+            except senju.ForkedError:
+                report.append("ForkedError")
+        os.write(w, " ".join(report).encode())
+        os._exit(0)
+    os.close(w)
+    th.join()
+    _, status = os.waitpid(pid, 0)
+    report = os.read(r, 1000).decode()
+    os.close(r)
+    busy = fork_at < done_at[0]  # the parent's thread held the scan at the fork
+    busy_seen += busy
+    print(os.waitstatus_to_exitcode(status), busy, report)
+    if busy_seen:
+        break
+"""
+
+
+def test_a_scan_busy_at_fork_raises_forked_error_in_the_child() -> None:
+    """A scan that a parent thread was refilling at the instant of `fork` hung in the child:
+    `next` waited for the scan's lock, held by a thread the child does not have. Now a call
+    that finds the scan's lock taken checks for a fork (and a close) before it waits, and
+    raises ForkedError as every call in a fork child does."""
+    out = run_child(FORK_SCAN, "1000000", timeout=300)
+    lines = [line.split(maxsplit=2) for line in out.splitlines()]
+    for code, busy, *rest in lines:
+        assert code == "0", out  # not killed by the alarm
+        report = rest[0] if rest else ""
+        # A scan busy at the fork must raise; one whose refill finished first may hand out
+        # a key it had already copied.
+        first = "ForkedError" if busy == "True" else "(ForkedError|ok)"
+        assert report.split()[1:] == ["ForkedError", "ForkedError"], out
+        assert report.split()[0] in first, out
+    assert any(line[1] == "True" for line in lines), out
+
+
+@pytest.mark.parametrize("mode", ["auto", "release"])
+def test_a_large_read_does_not_make_later_reads_preallocate_its_length(mode: str) -> None:
+    """After a read that returned a large value, every later read on the handle of a
+    missing key allocated a `bytes` object of that value's length first, as a guess at the
+    length it would find: misses never reset the guess. Now a miss resets it as a small
+    value does, so only the first read after the large one may guess wrong."""
+    big = 8 << 20
+    with senju.open(memory=True, gil=mode) as db:  # type: ignore[arg-type]
+        db[b"big"] = b"x" * big
+        db[b"small"] = b"s"
+        assert len(db[b"big"]) == big
+        assert db.get(b"missing") is None  # the one wrong guess
+        tracemalloc.start()
+        try:
+            for _ in range(3):
+                assert db.get(b"missing") is None
+                assert db.pop(b"missing", None) is None
+                assert db[b"small"] == b"s"
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < big // 4, peak
+        assert len(db[b"big"]) == big
+
+
+def test_a_failed_preallocation_does_not_stick() -> None:
+    """Under an address-space limit, once a 64 MiB value had been read, every read raised
+    MemoryError (each tried to preallocate 64 MiB first, and a failing read kept the hint).
+    Now a failed preallocation falls back to a plain read and resets the hint."""
+    out = run_child(
+        """
+        import resource, senju
+        for mode in ("auto", "release"):
+            db = senju.open(memory=True, gil=mode)
+            db[b"big"] = b"x" * (64 << 20)
+            db[b"small"] = b"s"
+            v = db[b"big"]; del v
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * 4096
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (used + (32 << 20), hard))
+            try:
+                print(mode, db.get(b"missing"), db.get(b"small"), db.setdefault(b"n", b"1"))
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+            db.close()
+        """
+    )
+    assert out.splitlines() == ["auto None b's' b'1'", "release None b's' b'1'"]
+
+
+class Clearing:
+    """Equal to nothing; comparing it with a value removes every key of `db` (once)."""
+
+    def __init__(self, db: senju.Db):
+        self.db, self.done = db, False
+
+    def __eq__(self, other: object) -> bool:
+        if not self.done:
+            self.done = True
+            self.db.clear()
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_values_contains_while_keys_are_removed(gil: str) -> None:
+    """`v in db.values()` scanned the keys and looked each one up: a key another thread
+    removed meanwhile raised KeyError. Now it scans the values. (Here the comparison itself
+    removes the keys, which makes the race deterministic; one shard, so that the scan's
+    first chunk holds every key.)"""
+    db = senju.open(memory=True, gil=gil, shards=1)  # type: ignore[arg-type]
+    db.set_many({b"k%d" % i: b"v%d" % i for i in range(20)})
+    assert Clearing(db) not in db.values()
+    db.set_many({b"k%d" % i: b"v%d" % i for i in range(20)})
+    assert (b"k3", Clearing(db)) not in db.items()  # type: ignore[comparison-overlap]
+    db[b"k"] = b"v"
+    assert b"v" in db.values() and (b"k", b"v") in db.items() and b"k" in db.keys()
+    assert (b"k", b"w") not in db.items() and (b"zz", b"v") not in db.items()
+    db.close()
+
+
+def test_contains_with_a_key_of_another_type_is_false(db: senju.Db) -> None:
+    """`1 in db`, `1 in db.keys()` and `(1, 2) in db.items()` raised TypeError where a dict
+    (and the stub's `__contains__(key: object)`) says False. Reads and writes still raise
+    TypeError for such keys; a closed handle still raises ClosedError."""
+    db[b"a"] = b"1"
+    for bad in (1, None, 1.5, (b"a",), [b"a"], object(), memoryview(b"a")):
+        assert bad not in db
+        assert bad not in db.keys()
+        assert (bad, b"1") not in db.items()
+    for item in (1, (b"a",), (b"a", b"1", b"x"), [b"a", b"1"], "ab", None):
+        assert item not in db.items()  # type: ignore[operator]
+    assert "a" in db and bytearray(b"a") in db  # type: ignore[comparison-overlap]
+    assert ("a", b"1") in db.items()  # type: ignore[comparison-overlap]
+    with pytest.raises(TypeError, match="key must be bytes or str, not int"):
+        db.get(1)  # type: ignore[call-overload]
+    db.close()
+    with pytest.raises(senju.ClosedError):
+        1 in db  # type: ignore[comparison-overlap]
+
+
+def test_gc_callback_reentering_a_scan_does_not_deadlock() -> None:
+    """On Python 3.11 and older the garbage collector may run while a scan builds its next
+    item; a `gc.callbacks` function calling `next()` on the same scan then waited for the
+    scan's lock, held by its own thread: a deadlock. Now the lock is released before any
+    Python object is made, and the re-entrant call gets the next item."""
+    out = run_child(
+        """
+        import gc, signal, senju
+        signal.alarm(30)
+        for mode in ("auto", "release", "hold"):
+            db = senju.open(memory=True, gil=mode)
+            db.set_many((b"%05d" % i, b"v") for i in range(3000))
+            it = iter(db.items())
+            seen = [next(it)]
+            calls = [0]
+            def cb(phase, info):
+                if phase == "start" and calls[0] < 50:
+                    calls[0] += 1
+                    item = next(it, None)
+                    if item is not None:
+                        seen.append(item)
+            gc.set_threshold(1)
+            gc.callbacks.append(cb)
+            try:
+                seen.extend(it)
+            finally:
+                gc.callbacks.remove(cb)
+                gc.set_threshold(700)
+            assert sorted(seen) == [(b"%05d" % i, b"v") for i in range(3000)], len(seen)
+            print(mode, "ok")
+        """
+    )
+    assert out.split() == ["auto", "ok", "release", "ok", "hold", "ok"]
+
+
+def test_set_many_propagates_exceptions_raised_while_reading_a_pair(db: senju.Db) -> None:
+    """An exception raised while iterating one of `set_many`'s pairs (KeyboardInterrupt
+    included) became the TypeError "item 0 ... not a pair"; and an item that iterates
+    forever was read to its end. Now only "not iterable" and "not two items" are that
+    TypeError; anything else propagates, and at most three items of a pair are read."""
+
+    def raising(exc: BaseException) -> Iterator[bytes]:
+        yield b"k"
+        raise exc
+
+    for exc in (KeyboardInterrupt(), ZeroDivisionError("in a pair")):
+        with pytest.raises(type(exc)):
+            db.set_many([raising(exc)])  # type: ignore[list-item]
+    read = itertools.count()
+    endless = (b"%d" % next(read) for _ in itertools.count())
+    with pytest.raises(TypeError, match="item 0 is a generator, not a pair"):
+        db.set_many([endless])  # type: ignore[list-item]
+    assert next(read) <= 3
+    with pytest.raises(TypeError, match="item 1 is a int, not a pair"):
+        db.set_many([(b"a", b"1"), 7])  # type: ignore[list-item]
+    assert len(db) == 0
+
+
+def count_gil_releases(prepare: Callable[[int], Any], call: Callable[[Any], None], attempts: int) -> int:
+    """Whether one of `attempts` calls `call(prepare(i))` let another thread run (1 or 0).
+    With the switch interval at an hour, the counting thread runs only when this one gives
+    the GIL up inside a call (or sleeps), so a count that moves across one `call` proves that
+    call released it; `prepare` runs outside the count."""
+    ticks = [0]
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(3600)
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        for i in range(attempts):
+            arg = prepare(i)
+            before = ticks[0]
+            call(arg)
+            if ticks[0] != before:
+                return 1
+        return 0
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+        counter.join()
+
+
+def test_auto_append_to_a_large_value_releases_the_gil() -> None:
+    """In gil="auto", `append` chose by the suffix's length alone, so appending one byte to a
+    large value copied the whole value with the GIL held. Now append, whose cost is that of
+    the stored value, releases it in "auto" as long work does."""
+    db = senju.open(memory=True, auto_rebuild=0)
+    db[b"log"] = b"x" * (1 << 20)
+    assert count_gil_releases(lambda i: db, lambda d: d.append(b"log", b"y"), 200) == 1
+    v = db[b"log"]
+    assert v[: 1 << 20] == b"x" * (1 << 20) and v[1 << 20 :] == b"y" * (len(v) - (1 << 20)) != b""
+    db.close()
+
+
+def test_auto_close_by_drop_releases_the_gil(tmp_path: pathlib.Path) -> None:
+    """A handle dropped without `close()` closed its database (two hard syncs) with the GIL
+    held, even in gil="auto", whose `close()` releases it. Now the drop releases it too."""
+    value = os.urandom(1 << 16)
+    handles: list[senju.Db] = []
+
+    def prepare(i: int) -> None:
+        db = senju.open(tmp_path / ("d%d.sj" % i), auto_rebuild=0)
+        db.set_many((b"k%d" % j, value) for j in range(64))
+        handles.append(db)
+
+    def drop(_: None) -> None:
+        handles.pop()  # the last reference: the store is closed here
+
+    released = count_gil_releases(prepare, drop, 50)
+    assert released == 1, "dropping an unclosed handle kept the GIL for its close"
+    for path in tmp_path.iterdir():
+        with senju.open(path) as again:  # closed cleanly: the lock was released
+            assert len(again) == 64
