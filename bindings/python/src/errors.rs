@@ -96,7 +96,16 @@ fn os_error_attrs(
     e: &std::io::Error,
     path: Option<&std::path::Path>,
 ) -> PyResult<()> {
-    if let Some(code) = e.raw_os_error() {
+    // The engine words some errors itself (a file that cannot be created because its
+    // directory is missing) and keeps only their kind: a `NotFound` one is `ENOENT`.
+    let code = match e.raw_os_error() {
+        Some(code) => Some(code),
+        None if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(exc.py().import("errno")?.getattr("ENOENT")?.extract::<i32>()?)
+        }
+        None => None,
+    };
+    if let Some(code) = code {
         let strerror = exc.py().import("os")?.call_method1("strerror", (code,))?;
         exc.setattr("errno", code)?;
         exc.setattr("strerror", strerror)?;

@@ -379,3 +379,18 @@ def test_auto_close_by_drop_releases_the_gil(tmp_path: pathlib.Path) -> None:
     for path in tmp_path.iterdir():
         with senju.open(path) as again:  # closed cleanly: the lock was released
             assert len(again) == 64
+
+
+def test_a_missing_directory_gives_an_os_error_with_enoent(tmp_path: pathlib.Path) -> None:
+    # The engine words this error itself and kept only its kind: errno was None.
+    import errno
+
+    path = tmp_path / "missing" / "x.sj"
+    try:
+        senju.open(path)
+    except senju.IoError as e:
+        assert isinstance(e, OSError)
+        assert e.errno == errno.ENOENT, e
+        assert "does not exist" in str(e)
+    else:
+        raise AssertionError("opening in a missing directory succeeded")
