@@ -21,6 +21,13 @@
 //! Records are allocated once per thread that takes a biased read lock, linked into one
 //! global list that only grows, and handed to a new thread when their thread exits. A writer's
 //! revocation reads every record's slots: one cache line per thread that ever used the bias.
+//!
+//! A slot names a lock by its address. A read guard that is forgotten (`mem::forget`) leaves
+//! its slot naming the lock for good: dropping a biased lock clears such slots, so a lock
+//! made later at that address does not wait for them. Moving a lock after one of its biased
+//! read guards was forgotten (the only way to move a read-locked lock) leaves that hold
+//! behind: the moved lock does not count it, as if the guard had been released. Only
+//! `unsafe` code can release it later (`force_unlock_read`), and must not then.
 
 use core::cell::Cell;
 use core::ptr;
@@ -215,7 +222,10 @@ pub(crate) fn enter(key: usize, still_biased: impl FnOnce() -> bool) -> bool {
                 return true;
             }
             // Nobody entered; a revoking writer may proceed as soon as it sees the zero.
-            slot.store(0, Ordering::Relaxed);
+            // Release, not Relaxed: a plain store would end the release sequence of this
+            // slot's previous `leave`, whose critical section the writer that reads this zero
+            // must come after (the announce before it is a swap, not a fence, outside loom).
+            slot.store(0, Ordering::Release);
             false
         })
         .unwrap_or(false)
@@ -266,6 +276,16 @@ pub(crate) fn revoke(key: usize, mut wait: impl FnMut()) {
         while s.load(Ordering::Acquire) == key {
             wait();
         }
+    }
+}
+
+/// Clears every slot that names the lock at `key`, which is being dropped: only read guards
+/// that were forgotten (`mem::forget`) can have left them, and a lock made later at the same
+/// address would otherwise wait for them forever. Their threads never touch such a slot
+/// again (it stays marked in their `used` bits, so they never reuse it either).
+pub(crate) fn forget_lock(key: usize) {
+    for s in all_records().flat_map(|r| &r.slots) {
+        let _ = s.compare_exchange(key, 0, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 

@@ -37,7 +37,7 @@ use core::marker::PhantomData;
 use crate::mutex::RawMutex;
 use crate::primitive::park::{park, unpark_filter};
 use crate::primitive::{AtomicU32, FilterOp, Ordering, ParkToken, UnparkToken};
-use crate::relax::{Adaptive, Relax};
+use crate::relax::{Adaptive, Relax, or_abort};
 
 /// `rin`: the phase id; toggled by every writer when its write phase starts, so two
 /// consecutive write phases never look alike to a reader that slept through one.
@@ -174,9 +174,9 @@ impl<R: Relax> RawFairRwLock<R> {
     /// no writer is present. Returns whether we entered; if not, the caller registers.
     #[cold]
     fn barge_shared(&self) -> bool {
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         for _ in 0..crate::relax::BARGE_TURNS {
-            if !relax.barge() {
+            if !or_abort(|| relax.barge()) {
                 break;
             }
             if self.try_lock_shared() {
@@ -411,7 +411,17 @@ impl<R: Relax> RawFairRwLock<R> {
         let s = self.rin.fetch_add(RINC, Ordering::Relaxed);
         debug_assert_eq!(s & PRES, 0, "PRES set while this thread holds the writer turn");
         if s.wrapping_add(RINC) & HEADROOM_CHECK == 0 {
+            // `check_headroom` gives the entry back before it panics; the turn goes back
+            // too, or upgradable readers and writers would wait for it forever.
+            struct TurnBack<'a, R: Relax>(&'a RawFairRwLock<R>);
+            impl<R: Relax> Drop for TurnBack<'_, R> {
+                fn drop(&mut self) {
+                    self.0.release_turn(false);
+                }
+            }
+            let back = TurnBack(self);
             self.check_headroom(s.wrapping_add(RINC));
+            core::mem::forget(back);
         }
     }
 
@@ -565,12 +575,12 @@ impl<R: Relax> RawFairRwLock<R> {
         token: ParkToken,
         done: impl Fn(u32) -> bool,
     ) {
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         loop {
             if done(word.load(Ordering::Acquire)) {
                 return;
             }
-            if relax.relax() {
+            if or_abort(|| relax.relax()) {
                 continue;
             }
             let validate = || {
@@ -590,7 +600,7 @@ impl<R: Relax> RawFairRwLock<R> {
                 false
             };
             park(key(word), validate, token);
-            relax = R::default();
+            relax = or_abort(R::default);
         }
     }
 

@@ -36,7 +36,7 @@ use core::marker::PhantomData;
 
 use crate::primitive::park::{park, unpark_one};
 use crate::primitive::{AtomicU64, Ordering, ParkResult, ParkToken, UnparkResult, UnparkToken};
-use crate::relax::{Adaptive, Relax};
+use crate::relax::{Adaptive, Relax, or_abort};
 
 /// A thread owns the lock (also while a hand-off to a waiter is pending).
 const LOCKED: u64 = 1;
@@ -268,12 +268,12 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
         // First the barging phase (see the module documentation): while the policy's
         // `barge` keeps us awake (by default ~2 µs of spinning, then one yield), take the lock
         // whenever it is free. Only then register, and from then on the bound holds.
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         for _ in 0..crate::relax::BARGE_TURNS {
             if self.try_barge() {
                 return;
             }
-            if !relax.barge() {
+            if !or_abort(|| relax.barge()) {
                 break;
             }
         }
@@ -304,7 +304,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
 
     /// The registered waiter's loop: take the lock when free or handed to us, relax, park.
     fn wait(&self, mut barred: Option<u64>) {
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         // The count and epoch bits when we last chose to stay awake (none yet).
         let mut last_progress = u64::MAX;
         // Whether the policy waited awake this round (a policy that never does, `Park`, is
@@ -333,7 +333,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
                 }
                 continue;
             }
-            if relax.relax_queued() {
+            if or_abort(|| relax.relax_queued()) {
                 relaxed = true;
                 continue;
             }
@@ -344,7 +344,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
             let progress = s & (BYPASS | EPOCH);
             if relaxed && waiters(s) - parked(s) == 1 && progress != last_progress {
                 last_progress = progress;
-                relax = R::default();
+                relax = or_abort(R::default);
                 relaxed = false;
                 continue;
             }
@@ -379,7 +379,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
                 ParkResult::Unparked(_) => barred = None,
                 ParkResult::Invalid | ParkResult::TimedOut => {}
             }
-            relax = R::default();
+            relax = or_abort(R::default);
             relaxed = false;
         }
     }

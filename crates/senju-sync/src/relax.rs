@@ -21,10 +21,33 @@ use crate::primitive::{spin_loop, yield_now};
 /// is what the locks' bounds protect.
 pub(crate) const BARGE_TURNS: u32 = 256;
 
+/// Runs one call into a waiter's policy (a [`Relax`] method or its `Default`). The waiter
+/// may already be registered in the lock's state (a waiting writer, a queued thread, a
+/// writers' turn taken), and unwinding could not take that back: the lock would stay
+/// wedged. So a policy that panics aborts the process, as a panic while unwinding does.
+#[inline]
+pub(crate) fn or_abort<T>(f: impl FnOnce() -> T) -> T {
+    struct Abort;
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            eprintln!("senju-sync: a Relax policy panicked while a thread waited for a lock");
+            std::process::abort();
+        }
+    }
+    let armed = Abort;
+    let out = f();
+    core::mem::forget(armed);
+    out
+}
+
 /// A waiting strategy, chosen per lock type (`RawSpinRwLock<Spin>`, ...).
 ///
 /// A fresh value (`Default`) is made for each wait; [`relax`](Relax::relax) is called once per
 /// failed attempt to take the lock.
+///
+/// The methods and `default` must not panic: the waiting thread may already be registered in
+/// the lock's state (a waiting writer, a queued thread), which unwinding could not undo, so a
+/// panic in them aborts the process.
 pub trait Relax: Default {
     /// Waits a little and returns `true` to try the lock again, or returns `false` to ask the
     /// lock to park the thread until the state it waits for changes.
@@ -176,7 +199,8 @@ impl Relax for Park {
 
 /// A process-wide hook that a language runtime installs with [`set_relax_hook`], such as Go's
 /// `runtime.Gosched` or a fiber scheduler's yield; it is called with the number of earlier
-/// calls in this wait and returns `true` to retry or `false` to park.
+/// calls in this wait and returns `true` to retry or `false` to park. It must not panic (a
+/// panic aborts the process; see [`Relax`]).
 pub type RelaxHook = fn(attempt: u32) -> bool;
 
 static HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());

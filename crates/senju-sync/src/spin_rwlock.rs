@@ -29,7 +29,7 @@ use core::marker::PhantomData;
 use crate::bias;
 use crate::primitive::park::{park, unpark_filter};
 use crate::primitive::{AtomicU32, FilterOp, Ordering, ParkToken, UnparkToken, nap};
-use crate::relax::{Adaptive, Relax};
+use crate::relax::{Adaptive, Relax, or_abort};
 
 /// One reader in the reader count (bits 0..=20).
 const READER: u32 = 1;
@@ -92,6 +92,18 @@ pub struct RawSpinRwLock<R: Relax = Adaptive> {
 // SAFETY: the lock holds nothing but an atomic word; `PhantomData<fn() -> R>` is Send and
 // Sync whatever R is.
 unsafe impl<R: Relax> Sync for RawSpinRwLock<R> {}
+
+impl<R: Relax> Drop for RawSpinRwLock<R> {
+    /// A biased lock may still be named in the record of a thread that forgot a read guard
+    /// (`mem::forget`, which `lock_api` allows): those slots are cleared, or a lock made
+    /// later at the same address would take them for its own readers and its writers would
+    /// wait for them forever. A lock that is not biased has no reader in a record.
+    fn drop(&mut self) {
+        if self.state.load(Ordering::Relaxed) & BIAS != 0 {
+            bias::forget_lock(self.key());
+        }
+    }
+}
 
 impl<R: Relax> Default for RawSpinRwLock<R> {
     fn default() -> Self {
@@ -244,16 +256,16 @@ impl<R: Relax> RawSpinRwLock<R> {
             seen & READER_GUARD == 0,
             "SpinRwLock: more than {MAX_READERS} readers hold the lock at once"
         );
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         loop {
             if self.try_lock_shared() {
                 return;
             }
-            if relax.relax() {
+            if or_abort(|| relax.relax()) {
                 continue;
             }
             self.park_while(|s| s & (WRITER | WAITING_WRITERS) != 0);
-            relax = R::default();
+            relax = or_abort(R::default);
         }
     }
 
@@ -324,7 +336,7 @@ impl<R: Relax> RawSpinRwLock<R> {
             }
         }
         let leave = if registered { WAITING_WRITER } else { 0 };
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & (WRITER | READERS) == 0 {
@@ -350,11 +362,11 @@ impl<R: Relax> RawSpinRwLock<R> {
                 }
                 continue;
             }
-            if relax.relax() {
+            if or_abort(|| relax.relax()) {
                 continue;
             }
             self.park_while(|s| s & (WRITER | READERS) != 0);
-            relax = R::default();
+            relax = or_abort(R::default);
         }
     }
 
@@ -363,10 +375,10 @@ impl<R: Relax> RawSpinRwLock<R> {
     /// says, then sleeps in growing naps (1 µs to 1 ms) between looks.
     #[cold]
     fn drain_biased(&self) {
-        let mut relax = R::default();
+        let mut relax = or_abort(R::default);
         let mut nap_us = 1;
         bias::revoke(self.key(), || {
-            if !relax.relax() {
+            if !or_abort(|| relax.relax()) {
                 nap(nap_us);
                 nap_us = (nap_us * 2).min(1000);
             }

@@ -257,3 +257,47 @@ fn unlock_fair_hands_off_to_the_waiter() {
     }
     assert!(!lock.is_locked());
 }
+
+/// A `Relax` policy that panics while its thread waits (queued, counted in the lock's state)
+/// aborts the process: unwinding could not take the waiter back out of the state, and the
+/// lock would later be handed to nobody and hang every thread. Run in a child process (this
+/// test binary again), whose death by `SIGABRT` is the pass.
+#[test]
+fn a_panicking_relax_aborts_instead_of_wedging_the_lock() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::Arc;
+
+    const CHILD: &str = "SENJU_SYNC_PANICKING_RELAX_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        #[derive(Default)]
+        struct Panics;
+        impl Relax for Panics {
+            fn relax(&mut self) -> bool {
+                panic!("a policy that panics");
+            }
+        }
+        let lock = Arc::new(lock_api::Mutex::<RawMutex<8, Panics>, ()>::new(()));
+        let held = lock.lock();
+        let waiter = Arc::clone(&lock);
+        let t = std::thread::spawn(move || {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(waiter.lock())));
+        });
+        let _ = t.join();
+        drop(held);
+        // Reached only if the panic unwound: the lock is then wedged.
+        std::process::exit(0);
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_panicking_relax_aborts_instead_of_wedging_the_lock", "--nocapture"])
+        .env(CHILD, "1")
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc_sigabrt()), "the child ended with {status:?}");
+}
+
+/// `SIGABRT` on Linux (the test crate does not depend on `libc`).
+fn libc_sigabrt() -> i32 {
+    6
+}

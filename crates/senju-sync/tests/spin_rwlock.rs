@@ -424,3 +424,24 @@ fn reader_relay_with_many_readers() {
 fn reader_relay_lets_the_writer_in_with_the_bias() {
     with_watchdog("reader relay (bias)", 60, || relay::<Adaptive>(3, 200, true));
 }
+
+/// A read guard forgotten while the lock is biased (`mem::forget`, which `lock_api` allows)
+/// leaves its thread's slot naming the lock's address. When that lock is dropped and a new
+/// one is made at the same address, the new lock's writer must not take the stale slot for
+/// a reader of its own and wait for it forever.
+#[test]
+fn a_forgotten_biased_read_guard_does_not_hang_a_new_lock_at_its_address() {
+    with_watchdog("writer of a new lock at a forgotten guard's address", 30, || {
+        let lock: &'static mut SpinRwLock<u64> = Box::leak(Box::new(SpinRwLock::new(0)));
+        // SAFETY: `raw` only gives access to the test hook `bias_now`.
+        assert!(unsafe { lock.raw() }.bias_now());
+        std::mem::forget(lock.read());
+        // Dropped in place (a forgotten guard borrows nothing), a new lock at its address.
+        *lock = SpinRwLock::new(0);
+        // SAFETY: as above.
+        assert!(unsafe { lock.raw() }.bias_now());
+        assert!(!lock.is_locked(), "the new lock counts the old lock's forgotten reader");
+        *lock.write() += 1;
+        assert_eq!(*lock.read(), 1);
+    });
+}
