@@ -377,6 +377,14 @@ fn open_file(
         };
         file.set_len(start).map_err(io_err)?;
         file.write_all_at(&h.encode(), 0).map_err(io_err)?;
+        // The header and the file's name durable before anything is written to it: a file
+        // that a power loss leaves at its full length but without its header does not open
+        // (`NotADatabase`), and one whose directory entry was lost is gone with every later
+        // sync.
+        file.sync_all().map_err(io_err)?;
+        if let Some(p) = &path {
+            sync_parent_dir(p).map_err(io_err)?;
+        }
         len = start;
         h
     } else {
@@ -660,6 +668,21 @@ fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
         shards.push(shard);
     }
     Some(shards.into_boxed_slice())
+}
+
+/// Makes the entry of a file just created in its directory durable (`fsync` of the
+/// directory, as POSIX asks after creating a file). A directory this process may not open
+/// for reading is left to the file system (ext4 and XFS persist a new file's entry with the
+/// file's own sync).
+fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match File::open(dir) {
+        Ok(d) => d.sync_all(),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Why a file that may be created was "not found": its directory is missing (or the path is

@@ -16,7 +16,8 @@ use crate::table::{self, Probe};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// Survives a crash of this process (every write already does: it is in the operating
-    /// system's page cache); starts writing back to the device without waiting.
+    /// system's page cache). Asks for write-back without waiting (`msync(MS_ASYNC)`, which
+    /// on Linux starts nothing: the kernel writes dirty pages back on its own schedule).
     Soft,
     /// Survives a crash of the machine or a power loss: waits until the device has the data.
     Hard,
@@ -58,8 +59,9 @@ pub struct Db {
     core: Arc<Core>,
     shard_bits: u32,
     header: Header,
-    /// Whether `close` has finished; serializes concurrent `close` calls.
-    close_done: Mutex<bool>,
+    /// Whether `close` ran: `None` not yet, `Some(None)` it succeeded, `Some(Some(why))` it
+    /// failed (later calls fail the same way). Serializes concurrent `close` calls.
+    close_done: Mutex<Option<Option<String>>>,
     /// Opened with `Builder::read_only`: every write fails, nothing is written to the file.
     read_only: bool,
 }
@@ -194,7 +196,7 @@ impl Db {
         let shard_bits = header.shard_bits;
         let core =
             Core { ctx, shards, path, rebuilding: Mutex::new(()), closing: AtomicBool::new(false) };
-        Db { core: Arc::new(core), shard_bits, header, close_done: Mutex::new(false), read_only }
+        Db { core: Arc::new(core), shard_bits, header, close_done: Mutex::new(None), read_only }
     }
 
     /// The file's path (`None` for an in-memory database).
@@ -309,7 +311,7 @@ impl Db {
         // Started before the pin's read-modify-write, so the slot's load overlaps it.
         shard.prefetch(&self.core.ctx, hash);
         // The pin keeps the record's space from being reused until `f` returns.
-        let _pin = self.core.ctx.epochs.pin();
+        let _pin = self.pin_open()?;
         Ok(shard.get(&self.core.ctx, hash, key)?.map(|r| f(r.value)))
     }
 
@@ -538,7 +540,7 @@ impl Db {
             shard.prefetch(ctx, hash);
         }
         // The pin keeps every record's space from being reused until `f` returns.
-        let _pin = ctx.epochs.pin();
+        let _pin = self.pin_open()?;
         let _reading = Reading::mark();
         for (i, (&(hash, shard), key)) in routed.iter().zip(keys).enumerate() {
             if let Some(&(h, s)) = routed.get(i + PREFETCH_AHEAD) {
@@ -750,9 +752,17 @@ impl Db {
         Ok(s)
     }
 
-    /// Closes the database: waits for writers in flight, writes the directory, syncs (hard),
+    /// Closes the database: waits for writers in flight and for readers that hold views of
+    /// the map on other threads (a [`get_with`](Db::get_with) closure running, an [`Iter`]
+    /// between items: its next item is `Err(Closed)`), writes the directory, syncs (hard),
     /// trims the file, marks it clean and releases the lock. Later calls fail with `Closed`
-    /// (`close` itself returns `Ok`). Dropping the handle closes it too, ignoring errors.
+    /// (`close` itself returns `Ok`, or the error it failed with the first time: a close that
+    /// fails, say because a sync fails, leaves the file marked as not closed cleanly).
+    /// Dropping the handle closes it too, ignoring errors.
+    ///
+    /// Called by a thread that holds an `Iter` of this database, or from inside a `get_with`
+    /// closure, it would wait for itself: it fails with [`StorageError::Reentrant`] and
+    /// does nothing.
     ///
     /// In a child process made by `fork` (the handle belongs to the parent; see
     /// [`StorageError::Forked`]) closing only marks this copy of the handle closed: the file,
@@ -764,11 +774,26 @@ impl Db {
             self.core.ctx.auto.forget_thread();
             return Ok(());
         }
-        let mut done = self.close_done.lock().unwrap_or_else(|e| e.into_inner());
-        if *done {
-            return Ok(());
+        if self.core.ctx.epochs.pinned_here() {
+            return Err(StorageError::Reentrant { call: "close" });
         }
-        *done = true;
+        let mut done = self.close_done.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(failed) = &*done {
+            return match failed {
+                None => Ok(()),
+                Some(why) => Err(StorageError::Io(std::io::Error::other(format!(
+                    "an earlier close of this database failed ({why}); the file is marked as \
+                     not closed cleanly, and the next open recovers it"
+                )))),
+            };
+        }
+        let result = self.close_once();
+        *done = Some(result.as_ref().err().map(ToString::to_string));
+        result
+    }
+
+    /// [`close`](Db::close)'s work, done once.
+    fn close_once(&self) -> Result<()> {
         // First, so that no rebuild runs from here on (one in progress commits what it
         // copied and stops): the automatic one, then one called by hand, which would
         // otherwise go on zeroing its old space after the file is closed and unlocked, when
@@ -777,7 +802,18 @@ impl Db {
         self.core.closing.store(true, Ordering::Release);
         self.core.ctx.auto.stop();
         drop(self.core.rebuilding.lock().unwrap_or_else(|e| e.into_inner()));
-        self.core.ctx.closed.store(true, Ordering::Relaxed);
+        // SeqCst, with the pin's read-modify-write and the load in `pin_open`: a reader that
+        // pinned too late for the wait below to see it sees `closed`.
+        self.core.ctx.closed.store(true, Ordering::SeqCst);
+        // Readers in flight hold views into the map (a `get_with` closure, an `Iter` between
+        // items). Once the lock is released, another handle may truncate or rewrite the
+        // file under them (SIGBUS, or bytes changing under a live borrow), and the recycled
+        // chunks freed below may be punched or cut off: wait for them first. None is this
+        // thread's (`pinned_here` above).
+        let e = self.core.ctx.epochs.retire();
+        while !self.core.ctx.epochs.is_safe(e) {
+            std::thread::yield_now();
+        }
         if self.core.path.is_none() {
             return Ok(());
         }
@@ -841,9 +877,15 @@ impl Db {
         &self.core.ctx
     }
 
-    /// Pins the calling thread (see `epoch.rs`), for the iterator.
-    pub(crate) fn pin(&self) -> crate::epoch::Guard<'_> {
-        self.core.ctx.epochs.pin()
+    /// Pins the calling thread (see `epoch.rs`), then checks that the database is still
+    /// open: `close` waits for every reader pinned before it began to wait, and a reader
+    /// pinned later sees `closed` here (both `SeqCst`, with `close`'s store).
+    pub(crate) fn pin_open(&self) -> Result<crate::epoch::Guard<'_>> {
+        let pin = self.core.ctx.epochs.pin();
+        if self.core.ctx.closed.load(Ordering::SeqCst) {
+            return Err(StorageError::Closed);
+        }
+        Ok(pin)
     }
 
     /// Reads the key of the live record at `off` (for the cursor; the caller is pinned).
@@ -1064,6 +1106,38 @@ mod tests {
         for k in 0..2000u32 {
             db.set(&k.to_le_bytes(), &[round; 100]).unwrap();
         }
+    }
+
+    /// After a failed sync every later sync fails too, naming the first failure (Linux
+    /// reports a failed write-back once and marks the pages clean), and `close` fails, every
+    /// time, without marking the file clean: the next open recovers it.
+    #[test]
+    fn a_failed_sync_stays_failed_and_close_leaves_the_file_to_recovery() {
+        let dir = TempDir::new("sticky-sync");
+        let path = dir.file("s.sj");
+        let db = Db::open(&path).unwrap();
+        fill(&db, 1);
+        db.sync(Durability::Hard).unwrap();
+        // What a failed write-back reports to the sync that comes after it.
+        let failed =
+            db.core.ctx.region.record_sync_failure(std::io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(failed.raw_os_error(), Some(libc::EIO));
+        fill(&db, 2);
+        for durability in [Durability::Hard, Durability::Soft, Durability::Hard] {
+            let e = db.sync(durability).unwrap_err().to_string();
+            assert!(e.contains("an earlier sync of this file failed"), "{e}");
+            assert!(e.contains("os error 5"), "{e}");
+        }
+        assert!(db.rebuild().is_err(), "a rebuild's syncs fail too");
+        let first = db.close().unwrap_err().to_string();
+        assert!(first.contains("an earlier sync"), "{first}");
+        let again = db.close().unwrap_err().to_string();
+        assert!(again.contains("an earlier close of this database failed"), "{again}");
+        drop(db);
+        let header = Header::decode(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(header.flags & FLAG_CLEAN, 0, "a failed close marked the file clean");
+        let db = Db::open(&path).unwrap();
+        assert_eq!(db.get(&1u32.to_le_bytes()).unwrap(), Some(vec![2u8; 100]));
     }
 
     /// The counting sort of a batch's plan orders it as the comparison sort does, for every

@@ -41,26 +41,30 @@ impl Iterator for Iter<'_> {
         if self.failed {
             return None;
         }
+        if self.db.is_closed() {
+            // Let go of the pin at once: `close` on another thread waits for it.
+            self.pin = None;
+            self.failed = true;
+            return Some(Err(crate::error::StorageError::Closed));
+        }
         while self.pos == self.offsets.len() {
             self.pin = None;
             let shard = self.db.shards().get(self.next_shard)?;
             self.next_shard += 1;
             // Copy the shard's offsets under its lock (a consistent snapshot of that shard);
             // the pin keeps the records in place after the lock is released.
-            self.pin = Some((self.db.pin(), Reading::mark()));
-            let snapshot = self
-                .db
-                .ctx()
-                .region
-                .check_fork()
-                .and_then(|()| shard.writer(self.db.ctx()))
-                .and_then(|w| w.live_offsets());
+            let snapshot = self.db.pin_open().and_then(|pin| {
+                self.pin = Some((pin, Reading::mark()));
+                self.db.ctx().region.check_fork()?;
+                shard.writer(self.db.ctx())?.live_offsets()
+            });
             match snapshot {
                 Ok(v) => {
                     self.offsets = v;
                     self.pos = 0;
                 }
                 Err(e) => {
+                    self.pin = None;
                     self.failed = true;
                     return Some(Err(e));
                 }
@@ -163,7 +167,7 @@ impl Cursor {
             };
             // The pin keeps the records at the copied offsets in place while their keys are
             // read, after the shard lock is released.
-            let _pin = db.pin();
+            let _pin = db.pin_open()?;
             db.ctx().region.check_fork()?;
             let offsets = shard.writer(db.ctx())?.live_offsets()?;
             for off in offsets {

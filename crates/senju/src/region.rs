@@ -65,6 +65,11 @@ pub(crate) struct Region {
     grow_max: u64,
     /// Hard syncs started so far, plus one (see [`sync_generation`](Region::sync_generation)).
     hard_syncs: AtomicU64,
+    /// The first failed sync, as its error's kind, number and message. Linux reports a
+    /// failed write-back once, to the first sync after it, and marks the pages clean: a
+    /// later sync would succeed with the data gone. So every sync after a failure fails too
+    /// (and `close` never marks the file clean).
+    failed_sync: OnceLock<(io::ErrorKind, Option<i32>, String)>,
     /// The map is anonymous memory, not the file (the memory engine; see
     /// [`anonymous`](Region::anonymous)).
     anonymous: bool,
@@ -243,6 +248,7 @@ impl Region {
             preallocate: false,
             grow_max: GROW_MAX,
             hard_syncs: AtomicU64::new(1),
+            failed_sync: OnceLock::new(),
             anonymous: false,
             fork_generation,
             opened_by: std::process::id(),
@@ -719,7 +725,38 @@ impl Region {
         if self.anonymous {
             return Ok(());
         }
-        self.file.sync_all()
+        self.check_synced()?;
+        self.file.sync_all().map_err(|e| self.sync_failed(e))
+    }
+
+    /// Fails if an earlier sync of the file failed (see `failed_sync`).
+    fn check_synced(&self) -> io::Result<()> {
+        match self.failed_sync.get() {
+            None => Ok(()),
+            Some((kind, code, msg)) => Err(io::Error::new(
+                *kind,
+                format!(
+                    "an earlier sync of this file failed ({msg}{}), and what it was writing \
+                     may be lost; no sync can promise durability on this handle any more: \
+                     close it (the file stays marked as not closed cleanly) and open the file \
+                     again, which recovers what the device holds",
+                    code.map_or(String::new(), |c| format!(", os error {c}"))
+                ),
+            )),
+        }
+    }
+
+    /// Records a failed sync, as [`sync`](Region::sync) does when the kernel reports one
+    /// (for tests, which cannot make a device fail).
+    #[cfg(test)]
+    pub(crate) fn record_sync_failure(&self, e: io::Error) -> io::Error {
+        self.sync_failed(e)
+    }
+
+    /// Records the first failed sync and returns its error.
+    fn sync_failed(&self, e: io::Error) -> io::Error {
+        let _ = self.failed_sync.set((e.kind(), e.raw_os_error(), e.to_string()));
+        e
     }
 
     /// The number of hard syncs started so far, plus one (never 0). A write made while this
@@ -820,8 +857,10 @@ impl Region {
         Some(())
     }
 
-    /// Makes every write so far durable (`hard`: waits for the device) or starts writing it
-    /// back (`!hard`).
+    /// Makes every write so far durable (`hard`: waits for the device), or (`!hard`) asks
+    /// for write-back, which on Linux starts nothing (`msync(MS_ASYNC)` is a no-op there; the
+    /// kernel writes dirty pages back on its own schedule). Either fails once any sync of the
+    /// file has failed (see `failed_sync`).
     pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {
         if hard {
             self.hard_sync_starts();
@@ -829,13 +868,14 @@ impl Region {
         if self.anonymous {
             return Ok(());
         }
+        self.check_synced()?;
         if hard {
             // fdatasync writes back the page cache pages of this file, including those
             // dirtied through MAP_SHARED mappings, and the file size.
             // SAFETY: a plain syscall on our own descriptor.
             let rc = unsafe { libc::fdatasync(self.file.as_raw_fd()) };
             if rc != 0 {
-                return Err(io::Error::last_os_error());
+                return Err(self.sync_failed(io::Error::last_os_error()));
             }
         } else {
             let len = self.len();

@@ -94,7 +94,8 @@ fn a_clear_survives_a_crash_between_early_zeroing_and_commit() {
 
 /// `close` from another thread stops a rebuild that waits for a reader, and returns only
 /// once that rebuild has: nothing it does afterwards may touch the file, which a new handle
-/// may be using by then.
+/// may be using by then. (`close` also waits for the reader, whose next step is then
+/// `Err(Closed)`.)
 #[test]
 fn close_stops_a_waiting_rebuild_before_it_returns() {
     let dir = TempDir::new("rebuild-close");
@@ -110,39 +111,47 @@ fn close_stops_a_waiting_rebuild_before_it_returns() {
     // Chunks no sync promised: a rebuild would zero them right after its grace period.
     fill(&db, 2);
     let (holding, held) = mpsc::channel();
-    let (release, released) = mpsc::channel::<()>();
+    let (step, stepped) = mpsc::channel::<()>();
     let rebuilt = AtomicBool::new(false);
+    let closed = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let db = &db;
-        s.spawn(move || {
+        let (db, rebuilt, closed) = (&db, &rebuilt, &closed);
+        let reader = s.spawn(move || {
             let mut it = db.iter();
             it.next().unwrap().unwrap();
             holding.send(()).unwrap();
-            released.recv().unwrap();
-            drop(it);
+            stepped.recv().unwrap();
+            it.next().map(|r| r.map(|_| ()))
         });
         held.recv().unwrap();
-        let rebuild = s.spawn(|| {
+        let rebuild = s.spawn(move || {
             let r = db.rebuild();
             rebuilt.store(true, Ordering::SeqCst);
             r
         });
         // Let the rebuild reach its wait for the reader (it cannot get past it).
         std::thread::sleep(Duration::from_millis(200));
-        db.close().unwrap();
-        assert!(rebuilt.load(Ordering::SeqCst), "close returned before the rebuild stopped");
+        assert!(!rebuilt.load(Ordering::SeqCst), "the rebuild did not wait for the reader");
+        let closer = s.spawn(move || {
+            let r = db.close();
+            closed.store(true, Ordering::SeqCst);
+            r
+        });
         assert!(
             matches!(rebuild.join().unwrap(), Err(StorageError::Closed)),
             "a rebuild stopped by close reports it"
         );
-        // The file is closed and unlocked: use it through a new handle, then let the old
-        // reader go.
+        assert!(!closed.load(Ordering::SeqCst), "close returned while the reader held a pin");
+        step.send(()).unwrap();
+        assert!(matches!(reader.join().unwrap(), Some(Err(StorageError::Closed))));
+        closer.join().unwrap().unwrap();
+        // The file is closed and unlocked: use it through a new handle; nothing of the old
+        // handle's rebuild may touch it any more.
         let again = Builder::new().shards(1).auto_rebuild(None).open(&path).unwrap();
         again.rebuild().unwrap();
         for k in 0..2000u32 {
             again.set(&k.to_le_bytes(), &[6u8; 400]).unwrap();
         }
-        release.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         for k in 0..2000u32 {
             assert_eq!(
