@@ -8,6 +8,29 @@
 //! damaged one, the key gets its previous intact value back (a removed key whose marked last
 //! record is damaged comes back too): salvage cannot know a record it cannot read.
 //!
+//! A chunk whose header does not validate is hidden from the walk that finds the chunks
+//! (recovery and an open skip it); salvage finds it between the valid chunks, as `check`
+//! does (`check::scan_gaps`: a page there that starts with the chunk magic, or holds an
+//! intact record where a chunk's first record goes; in a file closed cleanly also any run
+//! of bytes there that are not zeros), and reads its records the same way. Their place in
+//! the shard's log (the header's sequence number) decides which records win, so:
+//!
+//! - a header damaged in exactly one byte is repaired (every other value of every byte is
+//!   tried; the repair is taken when exactly one makes the header valid), and the chunk
+//!   replays at its place, or not at all if a committed rebuild voided it, exactly as if
+//!   the header were intact;
+//! - otherwise the records' place is lost. Each goes to the shard of its key hash (a clear,
+//!   which has no key, to the shard of the region's first keyed record) and replays
+//!   *before* every chunk of that shard, in file order: a record whose place is known
+//!   always overrides one whose place is lost. So no record that an intact newer record, a
+//!   removal mark on one or a clear after it overrides comes back. The price: if the lost
+//!   chunk held a key's newest record, an older intact value of the key wins (or a clear
+//!   that was older than the lost chunk drops its records), and a removal whose marked
+//!   record lies in the lost chunk cannot remove values of the key found in known chunks.
+//!   Records of a lost chunk that a committed rebuild had voided come back if no known
+//!   chunk mentions their key (their removal marks may be in the voided chunks that are
+//!   skipped).
+//!
 //! A false resynchronization needs a byte run that decodes as a record *and* matches its
 //! checksum salted with this file's random salt (one chance in 2^32 per position tried).
 //!
@@ -17,11 +40,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::check::{Damage, MAX_DAMAGE, apply, open_shared, read_directory, read_full, read_vec};
+use crate::check::{
+    Damage, MAX_DAMAGE, apply, open_shared, read_directory, read_full, read_vec, scan_gaps,
+};
 use crate::db::Db;
 use crate::error::{Error, OpenError};
 use crate::format::{
-    self, CHUNK_HEADER_LEN, FLAG_CLEAN, HEADER_LEN, Header, HeaderError, PAGE, Record,
+    self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, FLAG_CLEAN, HEADER_LEN,
+    Header, HeaderError, PAGE, REC_SET, Record,
 };
 use crate::recovery::{self, Found};
 
@@ -119,24 +145,79 @@ pub fn salvage_with_progress(
         let dir = read_directory(&file, shards).map_err(io_err)?;
         report.expected_records = dir.iter().map(|e| e.map(|e| e.count)).sum();
     }
-    let mut by_shard: HashMap<u32, Vec<Found>> = HashMap::new();
-    for c in walk.chunks.iter().filter(|c| walk.live(c)) {
-        by_shard.entry(c.shard).or_default().push(*c);
+    let bits = h.shard_bits.min(Header::MAX_SHARD_BITS);
+    let gaps = scan_gaps(&file, h.salt, shards, &walk.chunks, start, len).map_err(io_err)?;
+    // Strays hold records only in a file closed cleanly (`check_gaps` says why).
+    let clean = header_ok && h.flags & FLAG_CLEAN != 0;
+    let strays = gaps.strays.iter().filter(|_| clean).map(|s| (s.off, s.end, None, false));
+    let orphans = gaps.orphans.iter().map(|o| (o.off, o.end.min(o.limit), o.repaired, true));
+    let mut spans: Vec<_> = orphans.chain(strays).collect();
+    spans.sort_unstable_by_key(|s| s.0);
+    let mut orphans = Vec::with_capacity(spans.len());
+    for (off, end, repaired, header) in spans {
+        let buf = read_vec(&file, off, end - off).map_err(io_err)?;
+        orphans.push(read_orphan(off, buf, header, repaired, bits, h.salt, &mut report));
     }
-    let total: u64 = by_shard.values().flatten().map(|c| c.end - c.off).sum();
+    // Each shard's sources in replay order: records whose chunk header is lost first (in
+    // file order), then the chunks by sequence number, voided ones left out.
+    let mut void_before = walk.void_before.clone();
+    for p in orphans.iter().filter_map(|o| o.placed) {
+        let v = &mut void_before[p.shard as usize];
+        *v = (*v).max(p.void_before);
+    }
+    let mut by_shard: HashMap<u32, Vec<(Order, Source)>> = HashMap::new();
+    for c in walk.chunks.iter().filter(|c| c.kind == CHUNK_RECORDS) {
+        if c.seq >= void_before[c.shard as usize] {
+            by_shard.entry(c.shard).or_default().push(((1, c.seq, c.off), Source::Chunk(*c)));
+        }
+    }
+    for (i, o) in orphans.iter().enumerate() {
+        if let Some(p) = o.placed
+            && p.seq >= void_before[p.shard as usize]
+        {
+            let at = (1, p.seq, o.off);
+            by_shard.entry(p.shard).or_default().push((at, Source::Orphan(i, true)));
+        }
+        for &shard in &o.unplaced_shards {
+            by_shard.entry(shard).or_default().push(((0, 0, o.off), Source::Orphan(i, false)));
+        }
+    }
+    let size = |src: &Source| match *src {
+        Source::Chunk(c) => c.end - c.off,
+        Source::Orphan(i, _) => orphans[i].buf.len() as u64,
+    };
+    let total: u64 = by_shard.values().flatten().map(|(_, src)| size(src)).sum();
     let out_shards = if h.shard_bits <= Header::MAX_SHARD_BITS { 1 << h.shard_bits } else { 128 };
     let db = Db::builder().shards(out_shards).truncate(true).open(dst)?;
     let mut ids: Vec<u32> = by_shard.keys().copied().collect();
     ids.sort_unstable();
     let mut done = 0;
     for id in ids {
-        let chunks = by_shard.get_mut(&id).expect("listed");
-        chunks.sort_by_key(|c| (c.seq, c.off));
+        let sources = by_shard.get_mut(&id).expect("listed");
+        sources.sort_by_key(|&(at, _)| at);
         let mut live: HashMap<Vec<u8>, (u64, u64)> = HashMap::new();
-        for c in chunks.iter() {
-            let buf = read_vec(&file, c.off, c.end - c.off).map_err(io_err)?;
-            salvage_chunk(&buf, c.off, h.salt, &mut live, &mut report);
-            done += c.end - c.off;
+        for (_, src) in sources.iter() {
+            match *src {
+                Source::Chunk(c) => {
+                    let buf = read_vec(&file, c.off, c.end - c.off).map_err(io_err)?;
+                    let found = scan_records(&buf, CHUNK_HEADER_LEN as usize, h.salt);
+                    report_bad(&found.bad, c.off, &mut report);
+                    for &pos in &found.records {
+                        let rec = record_in(&buf, pos);
+                        apply(&mut live, &rec, (c.off + pos as u64, rec.len));
+                    }
+                }
+                Source::Orphan(i, placed) => {
+                    let o = &orphans[i];
+                    for &(pos, shard, in_place) in &o.records {
+                        if shard == id && in_place == placed {
+                            let rec = record_in(&o.buf, pos);
+                            apply(&mut live, &rec, (o.off + pos as u64, rec.len));
+                        }
+                    }
+                }
+            }
+            done += size(src);
             progress(done, total);
         }
         for (off, rec_len) in live.into_values() {
@@ -150,8 +231,154 @@ pub fn salvage_with_progress(
         }
     }
     db.close()?;
+    report.damage.sort_by_key(|d| d.offset);
     report.damage.truncate(MAX_DAMAGE);
     Ok(report)
+}
+
+/// Where a source goes in its shard's replay: `(0, 0, offset)` for records whose chunk
+/// header is lost, `(1, sequence number, offset)` for chunks.
+type Order = (u8, u64, u64);
+
+/// A source of records for one shard's replay.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// A chunk whose header validates.
+    Chunk(Found),
+    /// Orphan `i`'s records of the shard: those its header places in the shard's log
+    /// (`true`), or those whose place is lost (`false`).
+    Orphan(usize, bool),
+}
+
+/// An orphan's header, repaired (`check::repair_header`): the orphan replays as that chunk.
+#[derive(Clone, Copy, Debug)]
+struct Placed {
+    shard: u32,
+    seq: u64,
+    void_before: u64,
+    len: u64,
+}
+
+/// Bytes outside every valid chunk that salvage reads records from: an orphan of
+/// [`scan_gaps`] (a chunk whose header does not validate), or, in a file closed cleanly,
+/// a stray run of bytes that are not zeros (a chunk whose first page is lost).
+struct Orphan {
+    off: u64,
+    buf: Vec<u8>,
+    placed: Option<Placed>,
+    /// Every intact record: position in `buf`, shard, and whether `placed` covers it.
+    records: Vec<(usize, u32, bool)>,
+    /// The shards that records outside `placed` belong to.
+    unplaced_shards: Vec<u32>,
+}
+
+/// Reads the records of `buf` (read from `off`; `header`: it starts with a chunk header that
+/// does not validate) and decides their place in the replay.
+///
+/// A header damaged in one byte is repaired (`check::repair_header`) and the orphan replays as
+/// that chunk, at its place in the shard's log (or not at all if a committed rebuild voided
+/// it), as recovery would have replayed it. Otherwise (and for records past the repaired
+/// chunk's length) the records' place in the log is lost: each record goes to the shard of
+/// its key hash (a clear, which has no key, to the shard of the orphan's first keyed
+/// record) and replays before every chunk of that shard, so any record whose place is
+/// known overrides it.
+fn read_orphan(
+    off: u64,
+    buf: Vec<u8>,
+    header: bool,
+    repaired: Option<(ChunkHeader, usize)>,
+    bits: u32,
+    salt: u64,
+    report: &mut SalvageReport,
+) -> Orphan {
+    let mut orphan = Orphan {
+        off,
+        buf: Vec::new(),
+        placed: None,
+        records: Vec::new(),
+        unplaced_shards: Vec::new(),
+    };
+    if let Some((c, byte)) = repaired.filter(|(c, _)| c.kind == CHUNK_INDEX) {
+        report.damaged_regions += 1;
+        report.skipped_bytes += 1;
+        report.damage.push(Damage {
+            offset: off + byte as u64,
+            what: format!(
+                "index chunk header of shard {} damaged in this byte (an index is rebuilt from \
+                 the records; nothing to salvage)",
+                c.shard
+            ),
+        });
+        return orphan;
+    }
+    orphan.placed = repaired.map(|(c, _)| Placed {
+        shard: c.shard,
+        seq: c.seq,
+        void_before: c.void_before,
+        len: c.len,
+    });
+    let from = if header { CHUNK_HEADER_LEN as usize } else { 0 };
+    let found = scan_records(&buf, from, salt);
+    let shard_of = |pos: usize| {
+        let rec = record_in(&buf, pos);
+        (rec.kind == REC_SET).then(|| {
+            let hash = format::key_hash(rec.key, salt);
+            hash.checked_shr(64 - bits).unwrap_or(0) as u32
+        })
+    };
+    let home = found.records.iter().find_map(|&pos| shard_of(pos));
+    for &pos in &found.records {
+        let (shard, in_place) = match orphan.placed {
+            Some(p) if (pos as u64) < p.len => (p.shard, true),
+            _ => match shard_of(pos).or(home) {
+                Some(s) => (s, false),
+                None => continue,
+            },
+        };
+        if !in_place && !orphan.unplaced_shards.contains(&shard) {
+            orphan.unplaced_shards.push(shard);
+        }
+        orphan.records.push((pos, shard, in_place));
+    }
+    let unplaced = orphan.records.iter().filter(|r| !r.2).count();
+    let lost = if unplaced == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {unplaced} intact record(s) whose place in their shard's log is lost replay \
+             before the shard's chunks"
+        )
+    };
+    if let Some((c, byte)) = repaired {
+        report.damaged_regions += 1;
+        report.skipped_bytes += 1;
+        report.damage.push(Damage {
+            offset: off + byte as u64,
+            what: format!(
+                "record chunk header damaged in this byte, repaired (shard {}, sequence number \
+                 {}): its records replay in their place{lost}",
+                c.shard, c.seq
+            ),
+        });
+    } else if header {
+        report.damaged_regions += 1;
+        report.skipped_bytes += CHUNK_HEADER_LEN.min(buf.len() as u64);
+        report.damage.push(Damage { offset: off, what: format!("chunk header unreadable{lost}") });
+    } else if unplaced > 0 {
+        report.damaged_regions += 1;
+        report.damage.push(Damage {
+            offset: off,
+            what: format!("bytes outside every chunk hold records{lost}"),
+        });
+    }
+    report_bad(&found.bad, off, report);
+    orphan.buf = buf;
+    orphan
+}
+
+/// The record at `pos` of `buf`, which [`scan_records`] found intact.
+fn record_in(buf: &[u8], pos: usize) -> Record<'_> {
+    Record::decode(buf[pos], &buf[pos + 1..]).expect("scanned before")
 }
 
 /// Whether two paths name the same existing file.
@@ -163,35 +390,29 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Reads every intact record of one chunk, skipping damaged bytes, into `live`
-/// (key -> offset and length of its live record).
-fn salvage_chunk(
-    buf: &[u8],
-    base: u64,
-    salt: u64,
-    live: &mut HashMap<Vec<u8>, (u64, u64)>,
-    report: &mut SalvageReport,
-) {
-    let mut pos = CHUNK_HEADER_LEN as usize;
+/// What [`scan_records`] found: the positions of intact records, and the damaged ranges
+/// between them (`from..to` in the buffer).
+struct Scanned {
+    records: Vec<usize>,
+    bad: Vec<(usize, usize)>,
+}
+
+/// Finds every intact record of `buf[from..]` (a chunk, read from its first byte), skipping
+/// damaged bytes: after a byte that starts no intact record, the next position is tried.
+fn scan_records(buf: &[u8], from: usize, salt: u64) -> Scanned {
+    let mut found = Scanned { records: Vec::new(), bad: Vec::new() };
+    let mut pos = from;
     let mut bad_since: Option<usize> = None;
-    let close_bad = |since: Option<usize>, upto: usize, report: &mut SalvageReport| {
-        if let Some(from) = since {
-            report.damaged_regions += 1;
-            report.skipped_bytes += (upto - from) as u64;
-            report.damage.push(Damage {
-                offset: base + from as u64,
-                what: format!("{} unreadable bytes skipped", upto - from),
-            });
-        }
-    };
     while pos < buf.len() {
         let first = buf[pos];
         if first != 0
             && let Ok(rec) = Record::decode(first, &buf[pos + 1..])
             && rec.verify(salt)
         {
-            close_bad(bad_since.take(), pos, report);
-            apply(live, &rec, (base + pos as u64, rec.len));
+            if let Some(since) = bad_since.take() {
+                found.bad.push((since, pos));
+            }
+            found.records.push(pos);
             pos += rec.len as usize;
             continue;
         }
@@ -205,6 +426,19 @@ fn salvage_chunk(
     // Trailing zeros after damage are unused space: end the range at its last non-zero byte.
     if let Some(from) = bad_since {
         let last = buf[from..].iter().rposition(|&b| b != 0).map_or(from, |i| from + i + 1);
-        close_bad(Some(from), last, report);
+        found.bad.push((from, last));
+    }
+    found
+}
+
+/// Counts and lists damaged ranges of a chunk read from `base`.
+fn report_bad(bad: &[(usize, usize)], base: u64, report: &mut SalvageReport) {
+    for &(from, to) in bad {
+        report.damaged_regions += 1;
+        report.skipped_bytes += (to - from) as u64;
+        report.damage.push(Damage {
+            offset: base + from as u64,
+            what: format!("{} unreadable bytes skipped", to - from),
+        });
     }
 }
