@@ -5,6 +5,7 @@
 //! flag of another workload is an error rather than silently ignored.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use senju::Db;
@@ -180,7 +181,7 @@ impl PerfArgs {
             (None, engine) => {
                 let name = format!("senju-perf-{}.sj", std::process::id());
                 let path = std::env::temp_dir().join(name);
-                (path.clone(), TempFile((engine == Engine::File).then_some(path)))
+                (path.clone(), TempFile::new((engine == Engine::File).then_some(path)))
             }
         }
     }
@@ -188,13 +189,38 @@ impl PerfArgs {
 
 /// Deletes a temporary database file when dropped. Declare it before the database handle,
 /// so that the handle is closed first.
+///
+/// The file is also listed in [`TEMP_FILES`], so that an exit that runs no destructors (a
+/// failed write to standard output, see [`crate::report::exit`]) removes it too.
 pub(crate) struct TempFile(Option<PathBuf>);
+
+/// The temporary files of every live [`TempFile`].
+static TEMP_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+impl TempFile {
+    fn new(path: Option<PathBuf>) -> TempFile {
+        if let Some(p) = &path {
+            TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).push(p.clone());
+        }
+        TempFile(path)
+    }
+}
 
 impl Drop for TempFile {
     fn drop(&mut self) {
         if let Some(p) = &self.0 {
             let _ = std::fs::remove_file(p);
+            TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).retain(|q| q != p);
         }
+    }
+}
+
+/// Removes the files of every live [`TempFile`]: called on the way out by an exit that skips
+/// their destructors. Another thread may still write to such a file; unlinking it is safe
+/// while it is open, and the process ends right after.
+pub(crate) fn remove_temp_files() {
+    for p in TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).drain(..) {
+        let _ = std::fs::remove_file(p);
     }
 }
 

@@ -157,7 +157,9 @@ pub(crate) enum Command {
     /// Imports records from a TSV or JSON Lines file (creating the database if needed).
     #[command(after_help = "FILE `-` reads standard input. The format comes from --format, \
         else from the file name (.jsonl, .ndjson or .json: JSON Lines; anything else: TSV). \
-        See `senju export --help` for the escaping.\n\nExamples:\n  \
+        See `senju export --help` for the escaping.\n\n\
+        A bad line stops the import: without --truncate the records before it stay (the \
+        error says how many); with --truncate the database is left as it was.\n\nExamples:\n  \
         senju import casket.sj records.tsv\n  \
         senju import casket.sj records.jsonl --truncate\n  \
         gzip -dc dump.tsv.gz | senju import casket.sj - --format tsv")]
@@ -169,7 +171,8 @@ pub(crate) enum Command {
         /// The record format (default: from the file name).
         #[arg(long, value_enum)]
         format: Option<Format>,
-        /// Empties the database first.
+        /// Replaces every record: imports into a fresh file beside the database, which
+        /// replaces it only once the whole input is in (needs disk room for that copy).
         #[arg(long)]
         truncate: bool,
     },
@@ -181,7 +184,9 @@ pub(crate) enum Command {
         UTF-8 are `\\xHH`; everything else is written as it is.\n\
         JSON Lines: `{\"key\":K,\"value\":V}` per line, K and V JSON strings; a field that \
         is not valid UTF-8 is written as `key_base64` / `value_base64` (standard base64) \
-        instead.\n\nFILE `-` writes standard output. With --sort the records come in byte \
+        instead.\n\nFILE `-` writes standard output. A file is written beside its old version \
+        and replaces it only when the export is complete, so a failed export leaves it \
+        as it was; FILE cannot be the database itself. With --sort the records come in byte \
         order of their keys (so two exports of the same data are identical files); this \
         holds every record in memory.\n\nExamples:\n  \
         senju export casket.sj backup.tsv\n  \

@@ -40,6 +40,7 @@ mod ops;
 mod parallel;
 mod progress;
 mod repair;
+mod replace;
 mod report;
 mod rng;
 mod sequence;
@@ -89,7 +90,9 @@ Options for the sequence subcommand:
   --set_only : Does only setting.
   --get_only : Does only getting.
   --remove_only : Does only removing.
-  --validate : Checks every value read (sequential keys only).
+  --validate : Validates records after setting and removing (a `Validating records` line,
+    inside the timed region, as Tkrzw's), and compares every value read whose writer is
+    known (random keys: checked after setting). Fails naming the key on any mismatch.
   --batch num : Operations per set_many/get_many/remove_many call. (default: 1, single calls)
 
 Options for the parallel subcommand:

@@ -10,6 +10,7 @@ use senju::{Db, OpenError};
 use serde_json::json;
 
 use crate::codec;
+use crate::replace::{self, Staged};
 
 /// Opens an existing database for reading only (a shared lock; never recovers or writes).
 pub(crate) fn open_read(path: &Path) -> Result<Db, String> {
@@ -50,10 +51,10 @@ pub(crate) fn stdout_bytes(out: &mut impl Write, bytes: &[u8]) {
 /// Ends the program after a failed write to standard output.
 pub(crate) fn stdout_failed(e: &std::io::Error) -> ! {
     if e.kind() == ErrorKind::BrokenPipe {
-        std::process::exit(141);
+        crate::report::exit(141);
     }
     eprintln!("senju: cannot write to standard output: {e}");
-    std::process::exit(1);
+    crate::report::exit(1);
 }
 
 /// Flushes standard output with the same error handling.
@@ -253,26 +254,25 @@ pub(crate) fn rebuild(path: &Path, in_place: bool) -> Result<(), String> {
 }
 
 /// Writes every record of `db` (open for writing, so no other process changes it) to
-/// `PATH.rebuild-PID`, closes that copy (a hard sync), checks its count, and renames it over
-/// `path` while `db` still holds the lock. On any error the copy is removed and the
-/// database is left as it was.
+/// `TARGET.rebuild-PID` beside the file `path` names (links followed, see `replace.rs`),
+/// closes that copy (a hard sync), checks its count, and renames it over that file while
+/// `db` still holds the lock. On any error the copy is removed and the database is left as
+/// it was.
 fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), String> {
-    let tmp = crate::repair::with_suffix(path, &format!(".rebuild-{}", std::process::id()));
-    let copied = copy_records(db, before, &tmp).and_then(|n| {
-        if n == before.records {
-            Ok(())
-        } else {
-            Err(format!("the copy holds {n} records where the database has {}", before.records))
+    let replaced = replace::target(path).and_then(|target| {
+        let tmp = Staged::beside(&target, "rebuild");
+        let n = copy_records(db, before, &tmp.path)?;
+        if n != before.records {
+            return Err(format!(
+                "the copy holds {n} records where the database has {}",
+                before.records
+            ));
         }
+        replace::keep_owner_and_mode(&target, &tmp.path)?;
+        tmp.put_in_place(&target)
     });
-    let renamed = copied.and_then(|()| {
-        keep_owner_and_mode(path, &tmp)?;
-        std::fs::rename(&tmp, path)
-            .map_err(|e| format!("cannot put the copy {} in place: {e}", tmp.display()))
-    });
-    if let Err(e) = renamed {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(format!(
+    replaced.map_err(|e| {
+        format!(
             "cannot rebuild {}: {e}; the database is unchanged{}",
             path.display(),
             if e.contains("No space") {
@@ -280,35 +280,8 @@ fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), St
             } else {
                 ""
             }
-        ));
-    }
-    // Make the rename itself durable (best effort: some file systems refuse to sync a
-    // directory).
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Gives the copy `to` the permissions of `from` and, where this process may, its owner and
-/// group, so that replacing the database changes who may open it in no way.
-fn keep_owner_and_mode(from: &Path, to: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(from).map_err(|e| format!("{}: {e}", from.display()))?;
-    std::fs::set_permissions(to, m.permissions())
-        .map_err(|e| format!("cannot set the permissions of the copy {}: {e}", to.display()))?;
-    let (uid, gid) = (m.uid(), m.gid());
-    let mine = std::fs::metadata(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    if (mine.uid(), mine.gid()) != (uid, gid) {
-        std::os::unix::fs::chown(to, Some(uid), Some(gid)).map_err(|e| {
-            format!(
-                "cannot give the copy {} the owner {uid}:{gid} of the database: {e}",
-                to.display()
-            )
-        })?;
-    }
-    Ok(())
+        )
+    })
 }
 
 /// Copies the records into a new database at `to`; returns how many it copied.

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::ops::{open_error, print_json};
 use crate::progress::Progress;
+use crate::replace::{self, Staged, with_suffix};
 
 fn report_json(path: &Path, r: &CheckReport) -> serde_json::Value {
     json!({
@@ -39,13 +40,6 @@ fn salvage_json(r: &SalvageReport) -> serde_json::Value {
         "damage": r.damage.iter().map(|d| json!({"offset": d.offset, "what": d.what}))
             .collect::<Vec<_>>(),
     })
-}
-
-/// `path` with `suffix` appended to its file name.
-pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 /// `PATH.broken`, or `PATH.broken.N` for the first N not taken.
@@ -118,19 +112,27 @@ pub(crate) fn check(path: &Path, repair: bool, as_json: bool) -> Result<ExitCode
         );
         return Ok(ExitCode::FAILURE);
     }
-    let tmp = with_suffix(path, &format!(".repair-{}", std::process::id()));
-    let salvaged = with_bar("salvage", |p| senju::salvage_with_progress(path, &tmp, p));
-    let s = match salvaged {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(format!("cannot repair {}: {e}", path.display()));
-        }
-    };
-    let broken = broken_name(path);
-    std::fs::rename(path, &broken).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
-        format!("cannot replace {} by the salvaged copy {}: {e}", path.display(), tmp.display())
-    })?;
+    // The file repaired is the one `path` points to: the salvaged copy and `.broken` go
+    // beside it, and a link to it stays a link.
+    let target = replace::target(path)?;
+    let tmp = Staged::beside(&target, "repair");
+    let salvaged = with_bar("salvage", |p| senju::salvage_with_progress(path, &tmp.path, p));
+    let s = salvaged.map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+    replace::keep_owner_and_mode(&target, &tmp.path)
+        .map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+    // The damaged file gets its second name first (a hard link, or a copy where the file
+    // system has none), so that `path` names a whole file at every moment: the damaged one
+    // until the rename, the salvaged one after.
+    let broken = broken_name(&target);
+    std::fs::hard_link(&target, &broken)
+        .or_else(|_| std::fs::copy(&target, &broken).map(drop))
+        .map_err(|e| {
+            format!("cannot keep the damaged {} as {}: {e}", target.display(), broken.display())
+        })?;
+    if let Err(e) = tmp.put_in_place(&target) {
+        let _ = std::fs::remove_file(&broken);
+        return Err(format!("cannot repair {}: {e}; it is unchanged", path.display()));
+    }
     let after = senju::check(path).map_err(|e| open_error(path, e))?;
     if !after.is_ok() {
         return Err(format!(

@@ -142,10 +142,17 @@ pub(crate) fn sync_and_report(db: &Db) -> Result<(), String> {
     Ok(())
 }
 
+/// Ends the program with `code` at once, from any thread, after removing the temporary
+/// database of `perf` (`std::process::exit` runs no destructors, so its guard would not).
+pub(crate) fn exit(code: i32) -> ! {
+    crate::args::remove_temp_files();
+    std::process::exit(code)
+}
+
 /// Writes to stdout (with a newline if `newline`). A reader that went away
 /// (`senju perf ... | head`) ends the program quietly with status 141, as SIGPIPE ends other
 /// Unix tools: Rust ignores SIGPIPE, so `println!` would panic instead. Any other write error
-/// is reported on stderr and ends the program with status 1.
+/// is reported on stderr and ends the program with status 1 (through [`exit`]).
 pub(crate) fn emit(args: std::fmt::Arguments<'_>, newline: bool) {
     let mut stdout = std::io::stdout().lock();
     let written = stdout.write_fmt(args).and_then(|()| {
@@ -156,10 +163,10 @@ pub(crate) fn emit(args: std::fmt::Arguments<'_>, newline: bool) {
     });
     if let Err(e) = written {
         if e.kind() == ErrorKind::BrokenPipe {
-            std::process::exit(141);
+            exit(141);
         }
         eprintln!("senju: cannot write to stdout: {e}");
-        std::process::exit(1);
+        exit(1);
     }
 }
 

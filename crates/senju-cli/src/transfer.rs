@@ -11,6 +11,7 @@ use crate::cli::Format;
 use crate::codec;
 use crate::ops::{self, open_error, open_read};
 use crate::progress::Progress;
+use crate::replace::{self, Staged};
 
 /// The format named by `--format`, else the one the file name suggests.
 fn format_for(file: &Path, given: Option<Format>) -> Format {
@@ -24,7 +25,37 @@ fn is_stdio(file: &Path) -> bool {
     file.as_os_str() == "-"
 }
 
-/// `senju import`.
+/// Whether an export to `file` is written as it is rather than replaced: a device or a pipe
+/// has nothing to keep and nothing to rename over, and a path under `/dev` or `/proc` may
+/// name a descriptor this process already has open (`/dev/stdout`, `>(gzip >x.gz)`), whose
+/// file must not be swapped for another.
+fn is_stream(file: &Path) -> Result<bool, String> {
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_dir() => Err(format!("cannot write {}: it is a directory", file.display())),
+        Ok(m) => Ok(!m.is_file() || file.starts_with("/dev") || file.starts_with("/proc")),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Refuses a record file that is the database itself (the same device and inode, through
+/// any links): exporting onto the database would truncate the file it reads, and importing
+/// from it would read the file it writes.
+fn not_the_database(path: &Path, file: &Path) -> Result<(), String> {
+    if !is_stdio(file) && replace::same_file(path, file) {
+        return Err(format!(
+            "{} is the database itself ({}); name another file",
+            file.display(),
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `senju import`. Without `truncate` the records go straight into the database; a bad line
+/// stops the import with the records before it kept. With `truncate` they go into a fresh
+/// file beside the database, which replaces it only once the whole input is in (streamed, so
+/// the input may be larger than memory; the disk needs room for that second file while it
+/// runs); on any error the database is left as it was.
 pub(crate) fn import(
     path: &Path,
     file: &Path,
@@ -32,6 +63,7 @@ pub(crate) fn import(
     truncate: bool,
 ) -> Result<(), String> {
     let format = format_for(file, format);
+    not_the_database(path, file)?;
     let (input, total): (Box<dyn Read>, u64) = if is_stdio(file) {
         (Box::new(std::io::stdin().lock()), 0)
     } else {
@@ -39,21 +71,77 @@ pub(crate) fn import(
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         (Box::new(f), len)
     };
-    let db = Db::builder()
-        .truncate(truncate)
-        .recovery_progress(crate::progress::recovery_bar())
-        .open(path)
-        .map_err(|e| open_error(path, e))?;
     let name = if is_stdio(file) { "standard input".into() } else { file.display().to_string() };
+    // The database is opened (and so locked) either way: while a truncating import fills
+    // its copy no other writer can change the database, and the copy is renamed over it
+    // before the lock is let go.
+    let db = ops::open_write(path, true)?;
+    let records = if truncate {
+        let target = replace::target(path)?;
+        let tmp = Staged::beside(&target, "import");
+        let copy = Db::builder()
+            .truncate(true)
+            .auto_rebuild(None)
+            .open(&tmp.path)
+            .map_err(|e| open_error(&tmp.path, e))?;
+        let records = read_records(&copy, input, total, format, &name).map_err(|e| {
+            let _ = copy.close();
+            e.message(&name, &format!("; {} is unchanged", path.display()))
+        })?;
+        copy.close().map_err(|e| format!("closing the copy {}: {e}", tmp.path.display()))?;
+        replace::keep_owner_and_mode(&target, &tmp.path)?;
+        tmp.put_in_place(&target)?;
+        records
+    } else {
+        read_records(&db, input, total, format, &name).map_err(|e| match e {
+            ImportError::Line { records, .. } => {
+                e.message(&name, &format!(" ({records} records before it were imported)"))
+            }
+            ImportError::Other(_) => e.message(&name, ""),
+        })?
+    };
+    db.close().map_err(|e| e.to_string())?;
+    outln!("imported {records} records from {name} into {}", path.display());
+    Ok(())
+}
+
+/// Why an import stopped.
+enum ImportError {
+    /// A line that is not a record.
+    Line { line: u64, why: String, records: u64 },
+    /// The input could not be read, or the database refused a record.
+    Other(String),
+}
+
+impl ImportError {
+    /// The error line for the input called `name`, ending with `tail`.
+    fn message(&self, name: &str, tail: &str) -> String {
+        match self {
+            ImportError::Line { line, why, .. } => format!("{name} line {line}: {why}{tail}"),
+            ImportError::Other(e) => format!("{e}{tail}"),
+        }
+    }
+}
+
+/// Reads every record of `input` into `db`; returns how many it read.
+fn read_records(
+    db: &Db,
+    input: Box<dyn Read>,
+    total: u64,
+    format: Format,
+    name: &str,
+) -> Result<u64, ImportError> {
     let progress = Progress::new("import", total);
     let mut reader = BufReader::with_capacity(1 << 16, input);
     let (mut line, mut line_no, mut read, mut records) = (Vec::new(), 0u64, 0u64, 0u64);
-    loop {
+    let result = loop {
         line.clear();
-        let n =
-            reader.read_until(b'\n', &mut line).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let n = match reader.read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            Err(e) => break Err(ImportError::Other(format!("cannot read {name}: {e}"))),
+        };
         if n == 0 {
-            break;
+            break Ok(records);
         }
         line_no += 1;
         read += n as u64;
@@ -67,24 +155,24 @@ pub(crate) fn import(
             Format::Tsv => codec::parse_tsv_line(&line),
             Format::Jsonl => codec::parse_json_line(&line),
         };
-        let (k, v) = parsed.map_err(|e| {
-            progress.finish();
-            format!("{name} line {line_no}: {e} ({records} records before it were imported)")
-        })?;
-        db.set(&k, &v).map_err(|e| {
-            progress.finish();
-            format!("{name} line {line_no}: {e}")
-        })?;
+        let (k, v) = match parsed {
+            Ok(kv) => kv,
+            Err(why) => break Err(ImportError::Line { line: line_no, why, records }),
+        };
+        if let Err(e) = db.set(&k, &v) {
+            break Err(ImportError::Other(format!("{name} line {line_no}: {e}")));
+        }
         records += 1;
         progress.tick(read);
-    }
+    };
     progress.finish();
-    db.close().map_err(|e| e.to_string())?;
-    outln!("imported {records} records from {name} into {}", path.display());
-    Ok(())
+    result
 }
 
-/// `senju export`.
+/// `senju export`. A file is written as a new file beside it (`FILE.export-PID`, in the
+/// directory of the file a link points to), synced, and renamed over it only once every
+/// record is in: a failed export leaves an existing file as it was. `-` (standard output), a
+/// device and a pipe are written as a stream.
 pub(crate) fn export(
     path: &Path,
     file: &Path,
@@ -94,23 +182,70 @@ pub(crate) fn export(
 ) -> Result<(), String> {
     let format = format_for(file, format);
     let db = open_read(path)?;
-    let to_stdout = is_stdio(file);
-    let sink: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
+    not_the_database(path, file)?;
+    // Every record, then a flush.
+    let write = |out: &mut dyn Write| {
+        let records = write_records(&db, out, format, sort, keys_only)?;
+        out.flush().map_err(ExportError::Write)?;
+        Ok(records)
+    };
+    let failed = |e: ExportError| match e {
+        ExportError::Db(e) => e,
+        ExportError::Write(e) => format!("cannot write {}: {e}", file.display()),
+    };
+    let cannot = |e: std::io::Error| failed(ExportError::Write(e));
+    let records = if is_stdio(file) {
+        write(&mut BufWriter::with_capacity(1 << 16, std::io::stdout().lock())).map_err(
+            |e| match e {
+                ExportError::Write(e) => ops::stdout_failed(&e),
+                e => failed(e),
+            },
+        )?
+    } else if is_stream(file)? {
+        let f = File::create(file).map_err(cannot)?;
+        write(&mut BufWriter::with_capacity(1 << 16, f)).map_err(failed)?
     } else {
-        Box::new(File::create(file).map_err(|e| format!("cannot create {}: {e}", file.display()))?)
-    };
-    let mut out = BufWriter::with_capacity(1 << 16, sink);
-    let write_failed = |e: std::io::Error| -> String {
-        if to_stdout {
-            ops::stdout_failed(&e);
+        let target = replace::target(file)?;
+        let tmp = Staged::beside(&target, "export");
+        let f = File::create_new(&tmp.path).map_err(cannot)?;
+        if target.exists() {
+            // The new file takes the old one's permissions; a new one gets the umask's.
+            let mode = std::fs::metadata(&target).map_err(cannot)?.permissions();
+            f.set_permissions(mode).map_err(cannot)?;
         }
-        format!("cannot write {}: {e}", file.display())
+        let records = write(&mut BufWriter::with_capacity(1 << 16, &f)).map_err(failed)?;
+        f.sync_all().map_err(cannot)?;
+        drop(f);
+        tmp.put_in_place(&target)?;
+        records
     };
+    db.close().map_err(|e| e.to_string())?;
+    if !is_stdio(file) {
+        outln!("exported {records} records from {} to {}", path.display(), file.display());
+    }
+    Ok(())
+}
+
+/// Why an export stopped.
+enum ExportError {
+    /// A record could not be read.
+    Db(String),
+    /// The output could not be written.
+    Write(std::io::Error),
+}
+
+/// Writes every record of `db` to `out`; returns how many.
+fn write_records(
+    db: &Db,
+    out: &mut dyn Write,
+    format: Format,
+    sort: bool,
+    keys_only: bool,
+) -> Result<u64, ExportError> {
     let progress = Progress::new("export", db.len());
     let mut line = Vec::new();
     let mut records = 0u64;
-    let mut emit = |k: &[u8], v: &[u8], out: &mut BufWriter<Box<dyn Write>>| {
+    let mut emit = |k: &[u8], v: &[u8]| {
         line.clear();
         let value = (!keys_only).then_some(v);
         match format {
@@ -119,30 +254,22 @@ pub(crate) fn export(
         }
         records += 1;
         progress.tick(records);
-        out.write_all(&line)
+        out.write_all(&line).map_err(ExportError::Write)
     };
     let result = if sort {
-        let mut all = db.iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
-        all.sort_unstable();
-        all.iter().try_for_each(|(k, v)| emit(k, v, &mut out)).map_err(write_failed)
-    } else {
-        let mut r = Ok(());
-        for item in db.iter() {
-            let (k, v) = item.map_err(|e| e.to_string())?;
-            r = emit(&k, &v, &mut out).map_err(write_failed);
-            if r.is_err() {
-                break;
+        match db.iter().collect::<Result<Vec<_>, _>>() {
+            Ok(mut all) => {
+                all.sort_unstable();
+                all.iter().try_for_each(|(k, v)| emit(k, v))
             }
+            Err(e) => Err(ExportError::Db(e.to_string())),
         }
-        r
+    } else {
+        db.iter().try_for_each(|item| {
+            let (k, v) = item.map_err(|e| ExportError::Db(e.to_string()))?;
+            emit(&k, &v)
+        })
     };
     progress.finish();
-    result?;
-    out.flush().map_err(write_failed)?;
-    drop(out);
-    db.close().map_err(|e| e.to_string())?;
-    if !to_stdout {
-        outln!("exported {records} records from {} to {}", path.display(), file.display());
-    }
-    Ok(())
+    result.map(|()| records)
 }
