@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import senju
+from conftest import GilCounter
 
 
 def run_child(code: str, *args: str, timeout: float = 120) -> str:
@@ -317,38 +318,7 @@ def test_set_many_propagates_exceptions_raised_while_reading_a_pair(db: senju.Db
     assert len(db) == 0
 
 
-def count_gil_releases(prepare: Callable[[int], Any], call: Callable[[Any], None], attempts: int) -> int:
-    """Whether one of `attempts` calls `call(prepare(i))` let another thread run (1 or 0).
-    With the switch interval at an hour, the counting thread runs only when this one gives
-    the GIL up inside a call (or sleeps), so a count that moves across one `call` proves that
-    call released it; `prepare` runs outside the count."""
-    ticks = [0]
-    stop = threading.Event()
-
-    def count() -> None:
-        while not stop.is_set():
-            ticks[0] += 1
-            time.sleep(0)
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(3600)
-    counter = threading.Thread(target=count)
-    counter.start()
-    try:
-        for i in range(attempts):
-            arg = prepare(i)
-            before = ticks[0]
-            call(arg)
-            if ticks[0] != before:
-                return 1
-        return 0
-    finally:
-        stop.set()
-        sys.setswitchinterval(interval)
-        counter.join()
-
-
-def test_auto_append_to_a_large_value_releases_the_gil() -> None:
+def test_auto_append_to_a_large_value_releases_the_gil(count_gil_releases: GilCounter) -> None:
     """In gil="auto", `append` chose by the suffix's length alone, so appending one byte to a
     large value copied the whole value with the GIL held. Now append, whose cost is that of
     the stored value, releases it in "auto" as long work does."""
@@ -360,7 +330,9 @@ def test_auto_append_to_a_large_value_releases_the_gil() -> None:
     db.close()
 
 
-def test_auto_close_by_drop_releases_the_gil(tmp_path: pathlib.Path) -> None:
+def test_auto_close_by_drop_releases_the_gil(
+    tmp_path: pathlib.Path, count_gil_releases: GilCounter
+) -> None:
     """A handle dropped without `close()` closed its database (two hard syncs) with the GIL
     held, even in gil="auto", whose `close()` releases it. Now the drop releases it too."""
     value = os.urandom(1 << 16)

@@ -8,6 +8,7 @@ import threading
 from typing import Callable
 
 import senju
+from conftest import GilCounter
 
 THREADS = 8
 
@@ -228,51 +229,25 @@ def test_set_many_while_another_thread_rewrites_its_list(gil: str) -> None:
         assert v is None or (v.startswith(b"v") and v.endswith(b"-" + k)), (k, v)
 
 
-def test_auto_write_waits_for_a_busy_shard_without_the_gil() -> None:
+def test_auto_write_waits_for_a_busy_shard_without_the_gil(count_gil_releases: GilCounter) -> None:
     """In gil="auto" a small write keeps the GIL, but not while it waits for a shard that
-    another thread holds (here a rebuild copying the only shard). Counted, not timed: with
-    the switch interval at an hour, the counting thread runs only when the writing thread
-    gives the GIL up inside a call, so a count that moves across one `db[k] = v` proves
-    that call released it."""
-    import sys
-    import time
-
+    another thread holds (here a rebuild copying the only shard). Counted, not timed (see
+    `count_gil_releases`)."""
     db = senju.open(memory=True, shards=1)
     db.set_many((b"%08d" % i, b"v") for i in range(300_000))
-    ticks = [0]
-    stop = threading.Event()
+    started = threading.Event()
 
-    def count() -> None:
-        while not stop.is_set():
-            ticks[0] += 1
-            time.sleep(0)
+    def rebuild() -> None:
+        started.set()
+        db.rebuild()
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(3600)
+    rebuilder = threading.Thread(target=rebuild)
+    rebuilder.start()
+    started.wait()
     try:
-        counter = threading.Thread(target=count)
-        counter.start()
-        started = threading.Event()
-
-        def rebuild() -> None:
-            started.set()
-            db.rebuild()
-
-        rebuilder = threading.Thread(target=rebuild)
-        rebuilder.start()
-        started.wait()
-        released = 0
-        for _ in range(2_000_000):
-            before = ticks[0]
-            db[b"k"] = b"v"
-            if ticks[0] != before:
-                released += 1
-                break
-        stop.set()
-        counter.join()
-        rebuilder.join()
+        released = count_gil_releases(lambda i: None, lambda _: db.__setitem__(b"k", b"v"), 2_000_000)
     finally:
-        sys.setswitchinterval(interval)
+        rebuilder.join()
     assert released == 1, "no write released the GIL while the rebuild held the shard"
     assert db[b"k"] == b"v" and len(db) == 300_001
     db.close()
