@@ -204,8 +204,8 @@ pub fn check_with_progress(
     }
     let walk = recovery::walk_file(&file, h.salt, shards, h.data_start, end);
     // Shards with a chunk whose header is damaged: their replay misses its records.
-    let damaged = check_gaps(&file, h.salt, shards, &walk.chunks, h.data_start, end, &mut r)
-        .map_err(io_err)?;
+    let gaps = scan_gaps(&file, h.salt, shards, &walk.chunks, h.data_start, end).map_err(io_err)?;
+    let damaged = check_gaps(&gaps, &mut r);
     let dir =
         if r.closed_cleanly { Some(read_directory(&file, shards).map_err(io_err)?) } else { None };
     let mut by_shard = vec![Vec::new(); shards];
@@ -301,21 +301,12 @@ pub(crate) fn read_vec(file: &File, off: u64, len: u64) -> io::Result<Vec<u8>> {
 }
 
 /// Reports the space between valid chunks (and after the last) that does not read as it
-/// should, and returns the shards known to have a chunk there: every orphan ([`scan_gaps`]) is damage, in any file; bytes that are not zeros
-/// outside orphans are damage only in a file closed cleanly, whose free space `close` punched
-/// to zeros. After a crash, free space legitimately keeps what it held (old index slots left
+/// should ([`scan_gaps`]), and returns the shards known to have a chunk there: every orphan
+/// is damage, in any file; bytes that are not zeros outside orphans are damage only in a
+/// file closed cleanly, whose free space `close` punched to zeros. After a crash, free space legitimately keeps what it held (old index slots left
 /// beside a record chunk that took part of a retired table's space); such bytes never hold an
 /// intact record where a chunk's first record goes, so they make no orphan.
-fn check_gaps(
-    file: &File,
-    salt: u64,
-    shards: usize,
-    chunks: &[Found],
-    start: u64,
-    end: u64,
-    r: &mut CheckReport,
-) -> io::Result<HashSet<u32>> {
-    let gaps = scan_gaps(file, salt, shards, chunks, start, end)?;
+fn check_gaps(gaps: &Gaps, r: &mut CheckReport) -> HashSet<u32> {
     for o in &gaps.orphans {
         let what = match o.repaired {
             Some((c, byte)) => format!(
@@ -350,7 +341,7 @@ fn check_gaps(
             );
         }
     }
-    Ok(gaps.orphans.iter().filter_map(|o| o.shard).collect())
+    gaps.orphans.iter().filter_map(|o| o.shard).collect()
 }
 
 /// A chunk found where the walk found none: a page in the space between valid chunks that
