@@ -61,6 +61,7 @@ mod file_lock;
 mod fork;
 mod format;
 mod free_space;
+mod gaps;
 mod iter;
 mod recovery;
 mod region;

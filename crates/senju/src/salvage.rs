@@ -10,7 +10,7 @@
 //!
 //! A chunk whose header does not validate is hidden from the walk that finds the chunks
 //! (recovery and an open skip it); salvage finds it between the valid chunks, as `check`
-//! does (`check::scan_gaps`: a page there that starts with the chunk magic, or holds an
+//! does (`gaps::scan_gaps`: a page there that starts with the chunk magic, or holds an
 //! intact record where a chunk's first record goes; in a file closed cleanly also any run
 //! of bytes there that are not zeros), and reads its records the same way. Their place in
 //! the shard's log (the header's sequence number) decides which records win, so:
@@ -40,15 +40,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::check::{
-    Damage, MAX_DAMAGE, apply, open_shared, read_directory, read_full, read_vec, scan_gaps,
-};
+use crate::check::{Damage, MAX_DAMAGE, apply, open_shared, read_directory, read_full, read_vec};
 use crate::db::Db;
 use crate::error::{Error, OpenError};
 use crate::format::{
     self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, FLAG_CLEAN, HEADER_LEN,
     Header, HeaderError, PAGE, REC_SET, Record,
 };
+use crate::gaps::scan_gaps;
 use crate::recovery::{self, Found};
 
 /// What [`salvage`] kept and lost.
@@ -250,7 +249,7 @@ enum Source {
     Orphan(usize, bool),
 }
 
-/// An orphan's header, repaired (`check::repair_header`): the orphan replays as that chunk.
+/// An orphan's header, repaired (`gaps::repair_header`): the orphan replays as that chunk.
 #[derive(Clone, Copy, Debug)]
 struct Placed {
     shard: u32,
@@ -275,7 +274,7 @@ struct Orphan {
 /// Reads the records of `buf` (read from `off`; `header`: it starts with a chunk header that
 /// does not validate) and decides their place in the replay.
 ///
-/// A header damaged in one byte is repaired (`check::repair_header`) and the orphan replays as
+/// A header damaged in one byte is repaired (`gaps::repair_header`) and the orphan replays as
 /// that chunk, at its place in the shard's log (or not at all if a committed rebuild voided
 /// it), as recovery would have replayed it. Otherwise (and for records past the repaired
 /// chunk's length) the records' place in the log is lost: each record goes to the shard of
