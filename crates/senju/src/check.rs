@@ -302,11 +302,12 @@ pub(crate) fn read_vec(file: &File, off: u64, len: u64) -> io::Result<Vec<u8>> {
 }
 
 /// Reports the space between valid chunks (and after the last) that does not read as it
-/// should ([`scan_gaps`]), and returns the shards known to have a chunk there: every orphan
-/// is damage, in any file; bytes that are not zeros outside orphans are damage only in a
-/// file closed cleanly, whose free space `close` punched to zeros. After a crash, free space legitimately keeps what it held (old index slots left
-/// beside a record chunk that took part of a retired table's space); such bytes never hold an
-/// intact record where a chunk's first record goes, so they make no orphan.
+/// should ([`scan_gaps`]), and returns the shards known to have a chunk there. Every orphan
+/// is damage. Other bytes that are not zeros are not: they are free space that kept what it
+/// held (old index slots beside a record chunk that took part of a retired table's space,
+/// after a crash or where the file system cannot punch holes). A chunk whose header and
+/// first record are both unreadable looks the same and goes unreported here (salvage still
+/// reads such bytes in a file closed cleanly).
 fn check_gaps(gaps: &Gaps, r: &mut CheckReport) -> HashSet<u32> {
     for o in &gaps.orphans {
         let what = match o.repaired {
@@ -328,19 +329,6 @@ fn check_gaps(gaps: &Gaps, r: &mut CheckReport) -> HashSet<u32> {
                 o.nonzero, o.end
             ),
         );
-    }
-    if r.closed_cleanly {
-        for s in &gaps.strays {
-            r.damage(
-                s.off,
-                format!(
-                    "{} bytes that are not zeros outside every chunk, up to byte {}: the free \
-                     space of a cleanly closed file reads as zeros (a chunk whose header and \
-                     first record are both unreadable?)",
-                    s.nonzero, s.end
-                ),
-            );
-        }
     }
     gaps.orphans.iter().filter_map(|o| o.shard).collect()
 }

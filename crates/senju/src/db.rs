@@ -294,8 +294,8 @@ impl Db {
 
     /// Calls `f` with the value of `key` in place (no copy) and returns what it returns, or
     /// `None` if the key is absent. `f` runs without any lock held; it may call this
-    /// database, except [`rebuild`](Db::rebuild) (which fails then: it would wait for the
-    /// view `f` holds).
+    /// database, except [`rebuild`](Db::rebuild) and [`close`](Db::close) (which fail then
+    /// with [`StorageError::Reentrant`]: they would wait for the view `f` holds).
     #[inline]
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         self.lookup(key, |v| {
@@ -700,7 +700,9 @@ impl Db {
     /// [`StorageError::Reentrant`] instead, having done nothing.
     ///
     /// A [`close`](Db::close) from another thread stops it: the shards copied so far are
-    /// committed, and it fails with [`StorageError::Closed`]. `close` returns once it has.
+    /// committed, and it fails with [`StorageError::Closed`] if some were not copied yet
+    /// (stopped while it waits for readers, after its commit, it has done its work: the
+    /// next open frees the old space). `close` returns once it has stopped.
     pub fn rebuild(&self) -> Result<()> {
         self.rebuild_with_progress(|_, _| {})
     }
@@ -715,8 +717,15 @@ impl Db {
             return Err(StorageError::Reentrant { call: "rebuild" });
         }
         let closing = &self.core.closing;
-        self.core.rebuild(|_| true, progress, Some(closing))?;
-        if closing.load(Ordering::Acquire) {
+        let (mut progress, mut copied) = (progress, 0);
+        let report = |done, total| {
+            copied = done;
+            progress(done, total);
+        };
+        self.core.rebuild(|_| true, report, Some(closing))?;
+        // Stopped by `close` before every shard was copied (a stop while waiting for readers
+        // comes after the commit: the rebuild is done, and the next open frees the old space).
+        if copied < self.core.shards.len() as u64 && closing.load(Ordering::Acquire) {
             return Err(StorageError::Closed);
         }
         Ok(())

@@ -208,7 +208,7 @@ pub enum StorageError {
     /// (it holds an [`Iter`](crate::Iter), or runs inside a
     /// [`get_with`](crate::Db::get_with) closure): it would wait for itself forever.
     Reentrant {
-        /// The call refused: `"rebuild"`.
+        /// The call refused: `"rebuild"` or `"close"`.
         call: &'static str,
     },
 }

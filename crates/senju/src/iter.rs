@@ -9,8 +9,9 @@ use crate::error::Result;
 ///
 /// It holds an epoch pin between items (the records of the shard it is in stay in place),
 /// so it stays on the thread that made it (it is not `Send`), and that thread cannot
-/// [`rebuild`](crate::Db::rebuild) the database while it holds it. [`Cursor`] has neither
-/// limit.
+/// [`rebuild`](crate::Db::rebuild) or [`close`](crate::Db::close) the database while it
+/// holds it (`StorageError::Reentrant`). After a `close` by another thread its next item is
+/// `Err(Closed)`. [`Cursor`] has none of these limits.
 pub struct Iter<'a> {
     db: &'a Db,
     /// Held while `offsets` is in use: the records they name stay in place. The mark makes

@@ -77,7 +77,8 @@ pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use iter::{Cursor, Iter};
 pub use salvage::{SalvageReport, salvage, salvage_with_progress};
 
-/// Fault injection for the crash tests (`tests/rebuild_crash.rs`). Not part of the API.
+/// Fault injection for tests (`tests/rebuild_crash.rs`, `tests/no_punch.rs`). Not part of
+/// the API.
 #[doc(hidden)]
 pub mod testing {
     use std::sync::atomic::AtomicBool;
@@ -86,6 +87,10 @@ pub mod testing {
     /// sync had promised, before anything is synced or committed: the state a crash there
     /// leaves.
     pub static ABORT_AFTER_EARLY_ZERO: AtomicBool = AtomicBool::new(false);
+
+    /// When set, punching a hole fails as on a file system that cannot (`EOPNOTSUPP`):
+    /// `close` then leaves free space as it was.
+    pub static NO_PUNCH: AtomicBool = AtomicBool::new(false);
 }
 
 /// The integration tests' helpers (`TempDir`), for unit tests too.

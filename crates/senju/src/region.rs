@@ -627,6 +627,9 @@ impl Region {
             // SAFETY: the caller's contract (no reference into the range lives).
             return unsafe { self.discard(off, len) };
         }
+        if crate::testing::NO_PUNCH.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
         // SAFETY: the caller guarantees nobody reads the range, whose mapped pages now read
         // as zeros.
         unsafe { self.fallocate(libc::FALLOC_FL_PUNCH_HOLE, off, len) }

@@ -22,8 +22,11 @@
 //! - otherwise the records' place is lost. Each goes to the shard of its key hash (a clear,
 //!   which has no key, to the shard of the region's first keyed record) and replays
 //!   *before* every chunk of that shard, in file order: a record whose place is known
-//!   always overrides one whose place is lost. So no record that an intact newer record, a
-//!   removal mark on one or a clear after it overrides comes back. The price: if the lost
+//!   always overrides one whose place is lost. So no record that an intact newer record of
+//!   a known chunk, a removal mark on one or a clear in one overrides comes back. Among
+//!   several lost chunks of one shard, file order need not be log order (space is reused),
+//!   so a lost chunk's clear or removal may replay before an older lost chunk's record,
+//!   which then comes back. The price: if the lost
 //!   chunk held a key's newest record, an older intact value of the key wins (or a clear
 //!   that was older than the lost chunk drops its records), and a removal whose marked
 //!   record lies in the lost chunk cannot remove values of the key found in known chunks.
@@ -146,7 +149,10 @@ pub fn salvage_with_progress(
     }
     let bits = h.shard_bits.min(Header::MAX_SHARD_BITS);
     let gaps = scan_gaps(&file, h.salt, shards, &walk.chunks, start, len).map_err(io_err)?;
-    // Strays hold records only in a file closed cleanly (`check_gaps` says why).
+    // Strays: bytes outside every chunk that are not zeros, mostly stale free space. Read
+    // only in a file closed cleanly, where records there can only belong to a chunk whose
+    // header and first record are both lost; after a crash, free space whose zeroing had not
+    // reached the disk may still hold dead records.
     let clean = header_ok && h.flags & FLAG_CLEAN != 0;
     let strays = gaps.strays.iter().filter(|_| clean).map(|s| (s.off, s.end, None, false));
     let orphans = gaps.orphans.iter().map(|o| (o.off, o.end.min(o.limit), o.repaired, true));
@@ -370,7 +376,11 @@ fn read_orphan(
             what: format!("bytes outside every chunk hold records{lost}"),
         });
     }
-    report_bad(&found.bad, off, report);
+    // A stray without a record is stale free space (a retired table's slots where hole
+    // punching does not work): not damage.
+    if header || unplaced > 0 {
+        report_bad(&found.bad, off, report);
+    }
     orphan.buf = buf;
     orphan
 }

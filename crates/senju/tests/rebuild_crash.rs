@@ -137,10 +137,10 @@ fn close_stops_a_waiting_rebuild_before_it_returns() {
             closed.store(true, Ordering::SeqCst);
             r
         });
-        assert!(
-            matches!(rebuild.join().unwrap(), Err(StorageError::Closed)),
-            "a rebuild stopped by close reports it"
-        );
+        // Stopped in its wait for the reader, after every shard was copied and committed:
+        // the rebuild is done (the next open frees the old space), so it reports success.
+        let rebuilt_result = rebuild.join().unwrap();
+        assert!(rebuilt_result.is_ok(), "{rebuilt_result:?}");
         assert!(!closed.load(Ordering::SeqCst), "close returned while the reader held a pin");
         step.send(()).unwrap();
         assert!(matches!(reader.join().unwrap(), Some(Err(StorageError::Closed))));
