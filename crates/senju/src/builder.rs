@@ -675,6 +675,8 @@ fn load_directory(ctx: &Ctx, h: &Header, n: usize) -> Option<Box<[Shard]>> {
 /// for reading is left to the file system (ext4 and XFS persist a new file's entry with the
 /// file's own sync).
 fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    // The directory that holds the new entry: through a symbolic link, the target's.
+    let path = &std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
