@@ -159,7 +159,11 @@ pub(crate) enum Command {
         else from the file name (.jsonl, .ndjson or .json: JSON Lines; anything else: TSV). \
         See `senju export --help` for the escaping.\n\n\
         A bad line stops the import: without --truncate the records before it stay (the \
-        error says how many); with --truncate the database is left as it was.\n\nExamples:\n  \
+        error says how many); with --truncate the database is left as it was (except where \
+        the database can be written but not replaced, e.g. in /tmp and owned by another \
+        user: there --truncate empties it in place). PATH is never overwritten if it is not a \
+        senju database: to import into a fresh database at that path, remove or rename the \
+        file first.\n\nExamples:\n  \
         senju import casket.sj records.tsv\n  \
         senju import casket.sj records.jsonl --truncate\n  \
         gzip -dc dump.tsv.gz | senju import casket.sj - --format tsv")]
@@ -186,7 +190,11 @@ pub(crate) enum Command {
         is not valid UTF-8 is written as `key_base64` / `value_base64` (standard base64) \
         instead.\n\nFILE `-` writes standard output. A file is written beside its old version \
         and replaces it only when the export is complete, so a failed export leaves it \
-        as it was; FILE cannot be the database itself. With --sort the records come in byte \
+        as it was (it keeps its mode and, where you may set it, its owner; other hard \
+        links to it keep the old records: export to - and redirect to write it in place). \
+        A FILE you may not write is refused; one you may write but not replace (its \
+        directory is not writable, or sticky and FILE someone else's) is written in place. \
+        FILE cannot be the database itself. With --sort the records come in byte \
         order of their keys (so two exports of the same data are identical files); this \
         holds every record in memory.\n\nExamples:\n  \
         senju export casket.sj backup.tsv\n  \

@@ -19,11 +19,12 @@ pub(crate) fn open_read(path: &Path) -> Result<Db, String> {
 
 /// Opens a database for writing, creating it if `create`.
 pub(crate) fn open_write(path: &Path, create: bool) -> Result<Db, String> {
-    Db::builder()
-        .create(create)
-        .recovery_progress(crate::progress::recovery_bar())
-        .open(path)
-        .map_err(|e| open_error(path, e))
+    try_open_write(path, create).map_err(|e| open_error(path, e))
+}
+
+/// [`open_write`] with the engine's error, for a command that explains some of them itself.
+pub(crate) fn try_open_write(path: &Path, create: bool) -> Result<Db, OpenError> {
+    Db::builder().create(create).recovery_progress(crate::progress::recovery_bar()).open(path)
 }
 
 /// The engine's message, with command-line advice where the engine's is about its API.
@@ -260,7 +261,15 @@ pub(crate) fn rebuild(path: &Path, in_place: bool) -> Result<(), String> {
 /// it was.
 fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), String> {
     let replaced = replace::target(path).and_then(|target| {
-        let tmp = Staged::beside(&target, "rebuild");
+        let tmp = Staged::beside(&target, "rebuild")
+            .map_err(|e| format!("cannot create a copy beside {}: {e}", target.display()))?;
+        if !tmp.may_replace(&target) {
+            return Err(format!(
+                "{} is another user's file in a sticky directory, which only they may replace \
+                 (`senju rebuild --in-place` rewrites it where it is)",
+                target.display()
+            ));
+        }
         let n = copy_records(db, before, &tmp.path)?;
         if n != before.records {
             return Err(format!(
@@ -268,7 +277,6 @@ fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), St
                 before.records
             ));
         }
-        replace::keep_owner_and_mode(&target, &tmp.path)?;
         tmp.put_in_place(&target)
     });
     replaced.map_err(|e| {
@@ -284,7 +292,8 @@ fn rebuild_by_copy(path: &Path, db: &Db, before: &senju::Stats) -> Result<(), St
     })
 }
 
-/// Copies the records into a new database at `to`; returns how many it copied.
+/// Copies the records into a new database at `to` (an empty file this process created);
+/// returns how many it copied.
 fn copy_records(db: &Db, before: &senju::Stats, to: &Path) -> Result<u64, String> {
     // Room for every record plus a little, so that no shard whose share runs above the
     // average has to grow its table (which would leave it a third empty).
@@ -293,7 +302,6 @@ fn copy_records(db: &Db, before: &senju::Stats, to: &Path) -> Result<u64, String
         .shards(u32::try_from(before.shards).map_err(|_| "too many shards".to_owned())?)
         .capacity_hint(hint)
         .auto_rebuild(None)
-        .truncate(true)
         .open(to)
         .map_err(|e| open_error(to, e))?;
     // Records go over in batches of at most 1024 records or 16 MiB (values may be large).

@@ -42,13 +42,55 @@ fn salvage_json(r: &SalvageReport) -> serde_json::Value {
     })
 }
 
-/// `PATH.broken`, or `PATH.broken.N` for the first N not taken.
-fn broken_name(path: &Path) -> PathBuf {
-    let first = with_suffix(path, ".broken");
-    (1..)
-        .map(|n| if n == 1 { first.clone() } else { with_suffix(path, &format!(".broken.{n}")) })
-        .find(|p| !p.exists())
-        .expect("some name is free")
+/// Gives the damaged file `target` a second name, `TARGET.broken` or `TARGET.broken.N` for
+/// the first N free, and returns it: a hard link, or where the file system has none a copy
+/// with `target`'s owner and mode. A name is taken if anything has it, a dangling symbolic
+/// link included: no link is followed and no file overwritten.
+fn keep_broken(target: &Path) -> Result<PathBuf, String> {
+    use std::io::ErrorKind::AlreadyExists;
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |broken: &Path, e: std::io::Error| {
+        format!("cannot keep the damaged {} as {}: {e}", target.display(), broken.display())
+    };
+    for n in 1..=1000 {
+        let broken = match n {
+            1 => with_suffix(target, ".broken"),
+            n => with_suffix(target, &format!(".broken.{n}")),
+        };
+        if std::fs::symlink_metadata(&broken).is_ok() {
+            continue;
+        }
+        match std::fs::hard_link(target, &broken) {
+            Ok(()) => return Ok(broken),
+            Err(e) if e.kind() == AlreadyExists => continue,
+            Err(_) => {}
+        }
+        let mut to = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&broken)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == AlreadyExists => continue,
+            Err(e) => return Err(failed(&broken, e)),
+        };
+        let copied = std::fs::File::open(target)
+            .and_then(|mut from| std::io::copy(&mut from, &mut to))
+            .and_then(|_| to.sync_all())
+            .map_err(|e| failed(&broken, e))
+            .and_then(|()| replace::keep_owner_and_mode(target, &broken));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&broken);
+            return Err(e);
+        }
+        return Ok(broken);
+    }
+    Err(format!(
+        "cannot keep the damaged {}: {}.broken.1000 is taken",
+        target.display(),
+        target.display()
+    ))
 }
 
 /// Runs `f` with a progress bar labelled `label`, sized by the first report.
@@ -115,20 +157,24 @@ pub(crate) fn check(path: &Path, repair: bool, as_json: bool) -> Result<ExitCode
     // The file repaired is the one `path` points to: the salvaged copy and `.broken` go
     // beside it, and a link to it stays a link.
     let target = replace::target(path)?;
-    let tmp = Staged::beside(&target, "repair");
+    // The salvage fills an empty file this process created (the engine opens it as a new
+    // database), so the records are never readable by others while it runs.
+    let tmp = Staged::beside(&target, "repair").map_err(|e| {
+        format!("cannot repair {}: cannot create a copy beside it: {e}", path.display())
+    })?;
+    if !tmp.may_replace(&target) {
+        return Err(format!(
+            "cannot repair {}: {} is another user's file in a sticky directory, which only \
+             they may replace",
+            path.display(),
+            target.display()
+        ));
+    }
     let salvaged = with_bar("salvage", |p| senju::salvage_with_progress(path, &tmp.path, p));
     let s = salvaged.map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
-    replace::keep_owner_and_mode(&target, &tmp.path)
-        .map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
-    // The damaged file gets its second name first (a hard link, or a copy where the file
-    // system has none), so that `path` names a whole file at every moment: the damaged one
-    // until the rename, the salvaged one after.
-    let broken = broken_name(&target);
-    std::fs::hard_link(&target, &broken)
-        .or_else(|_| std::fs::copy(&target, &broken).map(drop))
-        .map_err(|e| {
-            format!("cannot keep the damaged {} as {}: {e}", target.display(), broken.display())
-        })?;
+    // The damaged file gets its second name first, so that `path` names a whole file at
+    // every moment: the damaged one until the rename, the salvaged one after.
+    let broken = keep_broken(&target)?;
     if let Err(e) = tmp.put_in_place(&target) {
         let _ = std::fs::remove_file(&broken);
         return Err(format!("cannot repair {}: {e}; it is unchanged", path.display()));

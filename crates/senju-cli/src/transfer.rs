@@ -1,11 +1,11 @@
 //! `senju import` and `senju export`: records in and out as escaped TSV or JSON Lines (the
 //! formats and their escaping are in `codec.rs`).
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::Path;
 
-use senju::Db;
+use senju::{Db, OpenError};
 
 use crate::cli::Format;
 use crate::codec;
@@ -55,7 +55,10 @@ fn not_the_database(path: &Path, file: &Path) -> Result<(), String> {
 /// stops the import with the records before it kept. With `truncate` they go into a fresh
 /// file beside the database, which replaces it only once the whole input is in (streamed, so
 /// the input may be larger than memory; the disk needs room for that second file while it
-/// runs); on any error the database is left as it was.
+/// runs); on any error the database is left as it was. Where the database may be written but
+/// not replaced (its directory is not writable by this process, or is sticky and the
+/// database someone else's), `truncate` empties it in place instead, and a bad line leaves
+/// the records before it. A file that is not a senju database is never overwritten.
 pub(crate) fn import(
     path: &Path,
     file: &Path,
@@ -75,12 +78,32 @@ pub(crate) fn import(
     // The database is opened (and so locked) either way: while a truncating import fills
     // its copy no other writer can change the database, and the copy is renamed over it
     // before the lock is let go.
-    let db = ops::open_write(path, true)?;
-    let records = if truncate {
+    let db = ops::try_open_write(path, true).map_err(|e| match e {
+        OpenError::NotADatabase { .. } => format!(
+            "{} is not a senju database; to import into a fresh database at this path, \
+             remove or rename it first",
+            path.display()
+        ),
+        e => open_error(path, e),
+    })?;
+    let staged = if truncate {
         let target = replace::target(path)?;
-        let tmp = Staged::beside(&target, "import");
+        match Staged::beside(&target, "import") {
+            Ok(tmp) if tmp.may_replace(&target) => Some((target, tmp)),
+            Ok(_) => None,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => None,
+            Err(e) => {
+                return Err(format!(
+                    "cannot create a fresh database beside {}: {e}; it is unchanged",
+                    target.display()
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    let records = if let Some((target, tmp)) = staged {
         let copy = Db::builder()
-            .truncate(true)
             .auto_rebuild(None)
             .open(&tmp.path)
             .map_err(|e| open_error(&tmp.path, e))?;
@@ -89,15 +112,22 @@ pub(crate) fn import(
             e.message(&name, &format!("; {} is unchanged", path.display()))
         })?;
         copy.close().map_err(|e| format!("closing the copy {}: {e}", tmp.path.display()))?;
-        replace::keep_owner_and_mode(&target, &tmp.path)?;
         tmp.put_in_place(&target)?;
         records
     } else {
+        let emptied = if truncate {
+            db.clear().map_err(|e| format!("cannot empty {}: {e}", path.display()))?;
+            ", after the old ones were removed"
+        } else {
+            ""
+        };
         read_records(&db, input, total, format, &name).map_err(|e| match e {
             ImportError::Line { records, .. } => {
-                e.message(&name, &format!(" ({records} records before it were imported)"))
+                e.message(&name, &format!(" ({records} records before it were imported{emptied})"))
             }
-            ImportError::Other(_) => e.message(&name, ""),
+            ImportError::Other(_) => {
+                e.message(&name, if truncate { " (the old records were removed)" } else { "" })
+            }
         })?
     };
     db.close().map_err(|e| e.to_string())?;
@@ -170,9 +200,13 @@ fn read_records(
 }
 
 /// `senju export`. A file is written as a new file beside it (`FILE.export-PID`, in the
-/// directory of the file a link points to), synced, and renamed over it only once every
-/// record is in: a failed export leaves an existing file as it was. `-` (standard output), a
-/// device and a pipe are written as a stream.
+/// directory of the file a link points to), synced, given the old file's owner and mode,
+/// and renamed over it only once every record is in: a failed export leaves an existing
+/// file as it was, and other hard links to it keep the old records. An existing file this
+/// process may not write is refused (as writing it in place was), and one it may write but
+/// not replace (its directory is not writable by this process, or is sticky and the file
+/// someone else's) is written in place. `-` (standard output), a device and a pipe are
+/// written as a stream.
 pub(crate) fn export(
     path: &Path,
     file: &Path,
@@ -206,18 +240,34 @@ pub(crate) fn export(
         write(&mut BufWriter::with_capacity(1 << 16, f)).map_err(failed)?
     } else {
         let target = replace::target(file)?;
-        let tmp = Staged::beside(&target, "export");
-        let f = File::create_new(&tmp.path).map_err(cannot)?;
-        if target.exists() {
-            // The new file takes the old one's permissions; a new one gets the umask's.
-            let mode = std::fs::metadata(&target).map_err(cannot)?.permissions();
-            f.set_permissions(mode).map_err(cannot)?;
+        // Opened for writing (not truncated) only to learn whether this process may write
+        // it: the permission a rename needs is the directory's, not the file's.
+        let old = match OpenOptions::new().write(true).open(&target) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(cannot(e)),
+        };
+        let staged = match Staged::beside(&target, "export") {
+            Ok(tmp) if old.is_none() || tmp.may_replace(&target) => Some(tmp),
+            Ok(_) => None,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied && old.is_some() => None,
+            Err(e) => return Err(cannot(e)),
+        };
+        match (staged, old) {
+            (Some(tmp), _) => {
+                let records =
+                    write(&mut BufWriter::with_capacity(1 << 16, &tmp.file)).map_err(failed)?;
+                tmp.put_in_place(&target)?;
+                records
+            }
+            (None, Some(f)) => {
+                f.set_len(0).map_err(cannot)?;
+                let records = write(&mut BufWriter::with_capacity(1 << 16, &f)).map_err(failed)?;
+                f.sync_all().map_err(cannot)?;
+                records
+            }
+            (None, None) => unreachable!("a file is written in place only where it exists"),
         }
-        let records = write(&mut BufWriter::with_capacity(1 << 16, &f)).map_err(failed)?;
-        f.sync_all().map_err(cannot)?;
-        drop(f);
-        tmp.put_in_place(&target)?;
-        records
     };
     db.close().map_err(|e| e.to_string())?;
     if !is_stdio(file) {
