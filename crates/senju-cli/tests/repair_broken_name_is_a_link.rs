@@ -8,19 +8,13 @@
 
 mod common;
 
-use common::{Dir, run};
+use common::{Dir, damage_one_value, hundred_records, run};
 
 /// A database of 100 records with one value damaged.
 fn damaged(d: &Dir) -> String {
     let db = d.file("casket.sj");
-    for i in 0..100 {
-        run(&["set", &db, &format!("key{i:03}"), &format!("value number {i:03}")]);
-    }
-    let mut bytes = std::fs::read(&db).unwrap();
-    let needle = b"value number 042";
-    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("value in file");
-    bytes[at + 2] ^= 0x40;
-    std::fs::write(&db, &bytes).unwrap();
+    hundred_records(&db);
+    damage_one_value(&db);
     db
 }
 

@@ -7,20 +7,14 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{Dir, mode, run};
+use common::{Dir, damage_one_value, hundred_records, mode, run};
 
 #[test]
 fn repair_keeps_the_mode_of_the_database() {
     let d = Dir::new("repair-mode");
     let db = d.file("casket.sj");
-    for i in 0..100 {
-        run(&["set", &db, &format!("key{i:03}"), &format!("value number {i:03}")]);
-    }
-    let mut bytes = std::fs::read(&db).unwrap();
-    let needle = b"value number 042";
-    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("value in file");
-    bytes[at + 2] ^= 0x40;
-    std::fs::write(&db, &bytes).unwrap();
+    hundred_records(&db);
+    damage_one_value(&db);
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     let r = run(&["check", &db, "--repair"]);

@@ -11,7 +11,7 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 
-use common::{Dir, as_nobody, chmod, mode, run};
+use common::{Dir, as_nobody, chmod, damage_one_value, hundred_records, mode, run};
 
 /// Runs `senju` as nobody; it must succeed. `None` where the test must skip.
 fn ok_as_nobody(args: &[&str]) -> Option<String> {
@@ -23,15 +23,9 @@ fn ok_as_nobody(args: &[&str]) -> Option<String> {
 /// Root's database of 100 records (one value damaged if `damage`), mode 0666, in `dir`.
 fn roots_database(dir: &str, damage: bool) -> String {
     let db = format!("{dir}/casket.sj");
-    for i in 0..100 {
-        run(&["set", &db, &format!("key{i:03}"), &format!("value number {i:03}")]);
-    }
+    hundred_records(&db);
     if damage {
-        let mut bytes = std::fs::read(&db).unwrap();
-        let needle = b"value number 042";
-        let at = bytes.windows(needle.len()).position(|w| w == needle).expect("value in file");
-        bytes[at + 2] ^= 0x40;
-        std::fs::write(&db, &bytes).unwrap();
+        damage_one_value(&db);
     }
     chmod(&db, 0o666);
     db

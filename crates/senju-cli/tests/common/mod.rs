@@ -154,3 +154,20 @@ pub(crate) fn import_through_fifo(
     drop(w);
     child.wait_with_output().unwrap()
 }
+
+/// Fills `db` with 100 records (`key000` .. `key099`, values `value number NNN`).
+pub(crate) fn hundred_records(db: &str) {
+    for i in 0..100 {
+        run(&["set", db, &format!("key{i:03}"), &format!("value number {i:03}")]);
+    }
+}
+
+/// Flips a bit in the stored value of `key042`, so that its record fails its checksum (a
+/// `check --repair` then keeps 99 records of 100).
+pub(crate) fn damage_one_value(db: &str) {
+    let mut bytes = std::fs::read(db).unwrap();
+    let needle = b"value number 042";
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("value in file");
+    bytes[at + 2] ^= 0x40;
+    std::fs::write(db, &bytes).unwrap();
+}
