@@ -31,14 +31,20 @@ fn roots_database(dir: &str, damage: bool) -> String {
     db
 }
 
-#[test]
-fn another_user_with_write_access_may_replace_the_database() {
-    let d = Dir::new("replace-other-user");
-    let dir = d.0.to_str().unwrap();
-    chmod(dir, 0o777);
+/// A directory with mode `mode` holding an input file of one record that anyone may read.
+fn shared_dir(tag: &str, mode: u32) -> (Dir, String) {
+    let d = Dir::new(tag);
+    chmod(d.0.to_str().unwrap(), mode);
     let input = d.file("in.tsv");
     std::fs::write(&input, "x\t1\n").unwrap();
     chmod(&input, 0o644);
+    (d, input)
+}
+
+#[test]
+fn another_user_with_write_access_may_replace_the_database() {
+    let (d, input) = shared_dir("replace-other-user", 0o777);
+    let dir = d.0.to_str().unwrap();
 
     let db = roots_database(dir, false);
     let Some(out) = ok_as_nobody(&["import", &db, &input, "--truncate"]) else { return };
@@ -58,12 +64,8 @@ fn another_user_with_write_access_may_replace_the_database() {
 
 #[test]
 fn import_truncate_empties_in_place_what_it_may_not_replace() {
-    let d = Dir::new("replace-sticky");
+    let (d, input) = shared_dir("replace-sticky", 0o1777);
     let dir = d.0.to_str().unwrap();
-    chmod(dir, 0o1777);
-    let input = d.file("in.tsv");
-    std::fs::write(&input, "x\t1\n").unwrap();
-    chmod(&input, 0o644);
     let db = roots_database(dir, false);
 
     let Some(out) = ok_as_nobody(&["import", &db, &input, "--truncate"]) else { return };
