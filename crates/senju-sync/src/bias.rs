@@ -16,7 +16,9 @@
 //! The reader's announce-then-check and the writer's clear-then-scan are the two halves of a
 //! store-buffer pattern, so each half has a `SeqCst` fence between its write and its read:
 //! either the reader sees the bit cleared (and backs out to the word's count), or the writer
-//! sees the slot (and waits for it to be emptied).
+//! sees the slot (and waits for it to be emptied). The writer reaches a slot only through the
+//! list of records, whose head it loads after its fence, so the push of the reader's record
+//! belongs to the reader's half too and is `SeqCst` (see `allocate`).
 //!
 //! Records are allocated once per thread that takes a biased read lock, linked into one
 //! global list that only grows, and handed to a new thread when their thread exits. A writer's
@@ -164,7 +166,9 @@ fn first_record(l: &Local) -> Option<&'static Record> {
 
 /// Every published record, newest first.
 fn all_records() -> impl Iterator<Item = &'static Record> {
-    // Acquire pairs with the Release CAS in `allocate`: the records' fields are visible.
+    // Acquire pairs with the CAS in `allocate` (a release): the records' fields are visible.
+    // After a `SeqCst` fence (`revoke`, `any_holder`) the load also returns every record
+    // pushed before a reader's announce that precedes the fence (see `allocate`).
     let head = HEAD.load(Ordering::Acquire).cast_const();
     // SAFETY: published records are leaked, never freed, and `next` never changes.
     core::iter::successors(unsafe { head.as_ref() }, |r| unsafe { r.next.as_ref() })
@@ -189,8 +193,17 @@ fn allocate() -> &'static Record {
             next: head,
         }));
         let p: *mut Record = r;
-        // Release: whoever loads the head sees the record's fields.
-        match HEAD.compare_exchange(head, p, Ordering::Release, Ordering::Acquire) {
+        // Release: whoever loads the head sees the record's fields. SeqCst: the push belongs
+        // to the reader's half of the store-buffer pattern (module comment), because a revoking
+        // writer reaches this record only through its load of the head after its `SeqCst`
+        // fence. Were that load to return an older head, the fence would precede this push in
+        // the `SeqCst` order ([atomics.order]/4.3, which holds only for a `SeqCst` push), the
+        // push our announce, and the announce our check of the lock word, which would then see
+        // the writer's clear. A Release push is not ordered against the fence at all: the
+        // announce is a swap, which orders only its own slot. A record adopted from a finished
+        // thread was pushed before its `taken` was handed over, so its push also precedes the
+        // adopter's announce. Miri checks this (`tests/revoke_missed_a_new_record.rs`).
+        match HEAD.compare_exchange(head, p, Ordering::SeqCst, Ordering::Acquire) {
             Ok(_) => return r,
             Err(now) => {
                 // SAFETY: `p` was never published; take it back and retry with the new head.

@@ -47,6 +47,11 @@ pub(crate) fn yield_now() {
 /// `SeqCst` read-modify-write followed by a `SeqCst` load pairs with the other side's `SeqCst`
 /// fence. loom treats `SeqCst` accesses as `AcqRel` but models `SeqCst` fences, so under
 /// loom it is a store and a fence, which the model checks.
+///
+/// Unlike a fence, the swap orders only `slot`: any other write of this thread that the other
+/// side must see through its fence has to be `SeqCst` itself (the push of a new record in
+/// `bias::allocate`). Under loom the fence orders such writes whatever their ordering, so the
+/// model cannot catch one that is too weak; Miri can (`tests/revoke_missed_a_new_record.rs`).
 #[inline]
 pub(crate) fn announce(slot: &AtomicUsize, v: usize) {
     #[cfg(not(loom))]

@@ -3,6 +3,11 @@
 //!
 //! Every wait here is a handshake on atomics; the only clock is a watchdog that aborts the
 //! process after about a minute so that a broken lock fails loudly instead of hanging.
+//!
+//! Under Miri, which runs these threads about a thousand times slower, the loops are shorter
+//! (each size reads `if cfg!(miri) { .. } else { .. }`):
+//! `CARGO_TARGET_DIR=/tmp/miri-target cargo +nightly miri test -p senju-sync --test fair_rwlock
+//! -- --test-threads=1`, and again with `MIRIFLAGS="-Zmiri-tree-borrows"`.
 #![cfg(not(loom))]
 
 use std::io::Write;
@@ -106,7 +111,13 @@ fn bump(pair: &mut Pair) {
 #[test]
 fn eight_threads_mixing_every_operation_keep_exclusion() {
     const THREADS: u64 = 8;
-    const OPS: u64 = if cfg!(debug_assertions) { 3_000 } else { 20_000 };
+    const OPS: u64 = if cfg!(miri) {
+        40
+    } else if cfg!(debug_assertions) {
+        3_000
+    } else {
+        20_000
+    };
     let finished = watchdog("the mixed-operation test");
     let lock = FairRwLock::new((0u64, 0u64));
     let occ = Occupancy::default();
@@ -235,8 +246,8 @@ fn eight_threads_mixing_every_operation_keep_exclusion() {
 #[test]
 fn reader_relay_cannot_keep_a_writer_out() {
     const RELAY: u64 = 3;
-    const WARM_UP: u64 = 200;
-    const AFTER: u64 = 200;
+    const WARM_UP: u64 = if cfg!(miri) { 20 } else { 200 };
+    const AFTER: u64 = if cfg!(miri) { 20 } else { 200 };
 
     #[derive(Default)]
     struct Relay {
@@ -339,7 +350,14 @@ fn reader_relay_cannot_keep_a_writer_out() {
 /// policy's, not arrival order; its bound is `writer_hand_off_bound` below.)
 #[test]
 fn registered_readers_wait_one_write_phase_and_every_writer_gets_in() {
-    const ROUNDS: usize = if cfg!(debug_assertions) { 30 } else { 100 };
+    // Under Miri the first 8 rounds queue 14 readers in all (rounds 0, 1 and 4 have none).
+    const ROUNDS: usize = if cfg!(miri) {
+        8
+    } else if cfg!(debug_assertions) {
+        30
+    } else {
+        100
+    };
     let finished = watchdog("the phase-fairness test");
     let lock = FairRwLock::new(());
     // Completed write phases (bumped by each writer just before it unlocks).
@@ -428,7 +446,8 @@ fn registered_readers_wait_one_write_phase_and_every_writer_gets_in() {
 /// all 300 trials.
 #[test]
 fn writer_hand_off_bound() {
-    const TRIALS: u32 = 300;
+    const TRIALS: u32 = if cfg!(miri) { 10 } else { 300 };
+    const WARM_UP: u64 = if cfg!(miri) { 20 } else { 1000 };
     const K: u64 = senju_sync::FAIR_RWLOCK_HANDOFF_AFTER as u64;
     const HOLD_SPINS: u32 = 200;
     let finished = watchdog("the writer hand-off test");
@@ -456,7 +475,7 @@ fn writer_hand_off_bound() {
                 drop(g);
             }
         });
-        while acquisitions.load(SeqCst) < 1000 {
+        while acquisitions.load(SeqCst) < WARM_UP {
             std::hint::spin_loop();
         }
         struct StopOnDrop<'a>(&'a AtomicBool);

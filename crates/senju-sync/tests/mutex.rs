@@ -2,6 +2,11 @@
 //! hand-off (the Ruby 1.9.3 GVL case: a thread that releases and re-takes the lock in a loop
 //! must not keep a waiter out), and `unlock_fair`. Every check counts; none is timed. A
 //! watchdog only turns a hang into a failure.
+//!
+//! Under Miri, which runs these threads about a thousand times slower, the loops are shorter
+//! (each size reads `if cfg!(miri) { .. } else { .. }`):
+//! `CARGO_TARGET_DIR=/tmp/miri-target cargo +nightly miri test -p senju-sync --test mutex
+//! -- --test-threads=1`, and again with `MIRIFLAGS="-Zmiri-tree-borrows"`.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -42,7 +47,7 @@ fn eight_threads_mixing_every_operation_exclude_each_other() {
     let _done = watchdog("mixing", 120);
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const THREADS: usize = 8;
-    const ROUNDS: u64 = 20_000;
+    const ROUNDS: u64 = if cfg!(miri) { 40 } else { 20_000 };
     let lock = Mutex::new(0u64);
     let inside = AtomicUsize::new(0);
     let enter = || assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two threads inside");
@@ -99,6 +104,9 @@ fn eight_threads_mixing_every_operation_exclude_each_other() {
     assert!(!lock.is_locked());
 }
 
+/// How many trials each `hand_off_bound` test makes.
+const TRIALS: u32 = if cfg!(miri) { 10 } else { 300 };
+
 /// How long A holds the lock in `hand_off_bound`, in spin-loop hints: long enough that B,
 /// arriving at a random moment, usually finds the lock held and registers before A releases.
 const HOLD_SPINS: u32 = 200;
@@ -152,7 +160,8 @@ fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
             }
         });
         // Let A get going.
-        while acquisitions.load(Ordering::SeqCst) < 1000 {
+        let warm_up = if cfg!(miri) { 20 } else { 1000 };
+        while acquisitions.load(Ordering::SeqCst) < warm_up {
             std::hint::spin_loop();
         }
         // Stops A however this thread leaves (a failed assertion included).
@@ -206,22 +215,22 @@ fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
 
 #[test]
 fn hand_off_bound_default_k() {
-    hand_off_bound::<8, NoBarge>(300, true);
+    hand_off_bound::<8, NoBarge>(TRIALS, true);
 }
 
 #[test]
 fn hand_off_bound_k_3() {
-    hand_off_bound::<3, NoBarge>(300, true);
+    hand_off_bound::<3, NoBarge>(TRIALS, true);
 }
 
 #[test]
 fn hand_off_bound_k_1() {
-    hand_off_bound::<1, NoBarge>(300, true);
+    hand_off_bound::<1, NoBarge>(TRIALS, true);
 }
 
 #[test]
 fn hand_off_bound_default_policy() {
-    hand_off_bound::<8, Adaptive>(300, false);
+    hand_off_bound::<8, Adaptive>(TRIALS, false);
 }
 
 #[test]
@@ -229,7 +238,8 @@ fn unlock_fair_hands_off_to_the_waiter() {
     let _done = watchdog("unlock_fair", 120);
     let lock = RawMutex::<1000>::new();
     let waiter_got_in = AtomicBool::new(false);
-    for round in 0..100 {
+    let rounds = if cfg!(miri) { 10 } else { 100 };
+    for round in 0..rounds {
         waiter_got_in.store(false, Ordering::SeqCst);
         lock.lock();
         std::thread::scope(|s| {
@@ -263,6 +273,7 @@ fn unlock_fair_hands_off_to_the_waiter() {
 /// lock would later be handed to nobody and hang every thread. Run in a child process (this
 /// test binary again), whose death by `SIGABRT` is the pass.
 #[test]
+#[cfg_attr(miri, ignore = "runs this test binary again as a child process, which Miri cannot")]
 fn a_panicking_relax_aborts_instead_of_wedging_the_lock() {
     use std::os::unix::process::ExitStatusExt;
     use std::sync::Arc;
