@@ -52,12 +52,18 @@ check() {
     fi
 }
 
-# Runs every test binary of the senju crate built into $1 except address_space.
-run_engine_tests() {
-    local dir=$1 kind=$2 pattern=$3 t n rc
-    for t in "$dir"/$target/debug/deps/*; do
+# engine_tests KIND RUSTFLAGS PATTERN: builds the senju crate's test binaries with RUSTFLAGS
+# into $root/KIND and runs each one cargo names (so stale binaries of older builds stay out),
+# all but address_space.
+engine_tests() {
+    local kind=$1 flags=$2 pattern=$3 t n rc
+    if ! CARGO_TARGET_DIR=$root/$kind RUSTFLAGS=$flags cargo +nightly test -Zbuild-std \
+        --target $target -p senju --tests --no-run >"$logs/$kind-build.log" 2>&1; then
+        cat "$logs/$kind-build.log" >&2
+        return 1
+    fi
+    for t in $(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$logs/$kind-build.log"); do
         n=$(basename "$t")
-        [[ -x $t && -f $t && $n =~ -[0-9a-f]{16}$ ]] || continue
         case $n in address_space-*) continue ;; esac
         rc=0
         timeout 1800 "$t" --test-threads=2 >"$logs/$kind-$n.log" 2>&1 || rc=$?
@@ -66,13 +72,9 @@ run_engine_tests() {
 }
 
 tsan() {
-    local dir=$root/tsan
+    local dir=$root/tsan flags="-Zsanitizer=thread"
     export TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0"
-    local flags="-Zsanitizer=thread"
-    rm -rf "$dir/$target/debug/deps"
-    CARGO_TARGET_DIR=$dir RUSTFLAGS=$flags RUSTDOCFLAGS=$flags cargo +nightly test -q \
-        -Zbuild-std --target $target -p senju --tests --no-run
-    run_engine_tests "$dir" tsan 'WARNING: ThreadSanitizer'
+    engine_tests tsan "$flags" 'WARNING: ThreadSanitizer'
     CARGO_TARGET_DIR=$dir RUSTFLAGS=$flags cargo +nightly build -q -Zbuild-std --target $target \
         -p senju-cli
     local senju=$dir/$target/debug/senju work rc i
@@ -97,12 +99,8 @@ tsan() {
 }
 
 asan() {
-    local dir=$root/asan
     export ASAN_OPTIONS="detect_leaks=1"
-    rm -rf "$dir/$target/debug/deps"
-    CARGO_TARGET_DIR=$dir RUSTFLAGS="-Zsanitizer=address" cargo +nightly test -q -Zbuild-std \
-        --target $target -p senju --tests --no-run
-    run_engine_tests "$dir" asan 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer'
+    engine_tests asan -Zsanitizer=address 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer'
 }
 
 miri() {
