@@ -27,6 +27,7 @@ use std::os::unix::fs::FileExt;
 
 use crate::error::Result;
 use crate::format::{CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, PAGE};
+use crate::shard::SMALL_RECORD_MAX;
 use crate::shard::{Ctx, Shard};
 use crate::table;
 
@@ -145,6 +146,7 @@ pub(crate) fn replay(
                 w.replay(at, &rec)?;
                 at += rec.len;
             }
+            clear_torn_write(ctx, at, c.end);
             done += c.end - c.off;
             let step = done * 1000 / total.max(1);
             if step != reported && done < total {
@@ -156,6 +158,40 @@ pub(crate) fn replay(
     }
     progress(total, total);
     Ok(())
+}
+
+/// Zeroes the rest of a chunk after its last intact record at `at` if what is there is one
+/// record cut short by the crash (a record whose writer was killed before it was whole),
+/// followed by nothing but zeros up to the chunk's end `end`. Recovery never reads past `at` anyway (the shard
+/// starts a new chunk), and the chunk then reads as records followed by zeros, which is
+/// what `check` expects of a file closed cleanly: left as it was, the torn record was
+/// reported as damage by every `check` after the next clean close. Anything else after `at`
+/// (intact records past a damaged one, or pages of other data, which a crash of the machine
+/// can leave) is kept for `check` to report and `salvage` to read.
+fn clear_torn_write(ctx: &Ctx, at: u64, end: u64) {
+    let region = &ctx.region;
+    if at >= end {
+        return;
+    }
+    // SAFETY: recovery runs before any other thread can reach the map, and nothing refers
+    // to these bytes (the same holds for the read and the write below).
+    let Some(first) = (unsafe { region.bytes(at, 1) }) else { return };
+    if first[0] == 0 {
+        return;
+    }
+    // Where the torn record could reach: its whole length if its head can be read, else
+    // the most that one copy writes at once (a small record, head and all).
+    let reach = match table::record_at(region, at) {
+        Ok(rec) if at + rec.len <= end => at + rec.len,
+        _ => at + SMALL_RECORD_MAX,
+    }
+    .min(end);
+    // SAFETY: as above.
+    let Some(rest) = (unsafe { region.bytes(reach, (end - reach) as usize) }) else { return };
+    if rest.iter().all(|&b| b == 0) {
+        // SAFETY: as above.
+        let _ = unsafe { region.zero(at, reach - at) };
+    }
 }
 
 /// Whether a chunk is an index chunk.

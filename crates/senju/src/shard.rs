@@ -104,6 +104,11 @@ impl<T> std::ops::Deref for CacheLine<T> {
 /// Records up to this many bytes are assembled on the stack before one copy into the map.
 const SMALL_RECORD: usize = 64;
 
+/// [`SMALL_RECORD`] as a file length: the most bytes one copy of a record writes at once
+/// (a larger record writes its head first, which holds its length). Recovery uses it to
+/// tell a record cut short by a crash from other bytes (`recovery::clear_torn_write`).
+pub(crate) const SMALL_RECORD_MAX: u64 = SMALL_RECORD as u64;
+
 /// A whole record of at most [`SMALL_RECORD`] bytes (checksum included), assembled on the
 /// stack so that it is checksummed in registers and cache and copied into the map at once.
 struct SmallRecord {

@@ -251,6 +251,10 @@ fn kill_loop(role: &str, kills: u32) -> u64 {
             assert!(v.is_none() || v.as_deref() == Some(&b"x"[..]), "kill {kill}: {v:?}");
         }
         db.close().unwrap();
+        // A clean close after the recovery leaves a file that checks out: in particular the
+        // record the child was writing when it died is not left behind as damage.
+        let report = senju::check(&path).unwrap();
+        assert!(report.is_ok() && report.closed_cleanly, "kill {kill}: {report:?}");
         if std::env::var_os("SENJU_CRASH_VERBOSE").is_some() {
             let size = std::fs::metadata(&path).unwrap().len();
             eprintln!(
