@@ -40,9 +40,9 @@ pub struct Stats {
     /// Bytes of records that are overwritten or removed (reclaimed by the next rebuild).
     pub dead_bytes: u64,
     /// Bytes inside the file that no chunk uses (left by replaced index tables and by
-    /// rebuilds; new chunks of any shard reuse them before the file grows), and chunks of
-    /// large records that were replaced before any sync promised them (the same shard's
-    /// next large records reuse them; see `docs/design.md` §3.1, "Solo chunks and recycling").
+    /// rebuilds; new chunks of any shard reuse them before the file grows), and chunks whose
+    /// records were all replaced before any sync promised them (the same shard's next
+    /// chunks reuse them; see `docs/design.md` §3.1, "Solo chunks and recycling").
     pub free_bytes: u64,
     /// Automatic rebuilds done by this handle (passes that rebuilt at least one shard; see
     /// [`Builder::auto_rebuild`](crate::Builder::auto_rebuild)).

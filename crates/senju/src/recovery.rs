@@ -161,8 +161,9 @@ pub(crate) fn replay(
 }
 
 /// Zeroes the rest of a chunk after its last intact record at `at` if what is there is one
-/// record cut short by the crash (a record whose writer was killed before it was whole),
-/// followed by nothing but zeros up to the chunk's end `end`. Recovery never reads past `at` anyway (the shard
+/// record cut short by the crash: a record whose writer was killed before it was whole, or
+/// a recycled chunk's first record (see `ShardWriter::reuse_recycled`), followed by nothing
+/// but zeros up to the chunk's end `end`. Recovery never reads past `at` anyway (the shard
 /// starts a new chunk), and the chunk then reads as records followed by zeros, which is
 /// what `check` expects of a file closed cleanly: left as it was, the torn record was
 /// reported as damage by every `check` after the next clean close. Anything else after `at`

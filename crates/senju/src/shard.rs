@@ -248,6 +248,12 @@ pub(crate) struct ShardState {
     /// before its commit voids the older one (see `Core::rebuild`). Written by every removal:
     /// kept off the table word's line.
     killed: u64,
+    /// The shared record chunks this shard started in the current sync generation (since
+    /// the file was opened, and not a rebuild's copies), oldest first, at most
+    /// [`MAX_FRESH`]: each counts its dead bytes, and once all of its records are dead it is
+    /// recycled like a solo chunk (see [`ShardWriter::note_dead`]). Touched once per
+    /// replacement, so it sits on the line after the hot one, away from the table word.
+    fresh: Vec<Fresh>,
     /// This shard's live record chunks by (sequence number, offset): oldest first.
     chunks: BTreeMap<(u64, u64), RecordChunk>,
     /// Unpublished index chunks waiting for a grace period: (offset, length, epoch).
@@ -273,10 +279,33 @@ struct Recycled {
     born: u64,
     /// The epoch to wait out before reusing it.
     epoch: u64,
+    /// Whether it held many records (a [`Fresh`] chunk) rather than one that began right
+    /// after its header (a [`Solo`] chunk); see [`ShardWriter::reuse_recycled`].
+    shared: bool,
 }
 
 /// Recycled chunks a shard keeps at most; beyond, the oldest goes back to the dead chunks.
 const MAX_RECYCLED: usize = 32;
+
+/// A shared record chunk started in the current sync generation (see
+/// [`ShardState::fresh`]).
+#[derive(Clone, Copy, Debug)]
+struct Fresh {
+    off: u64,
+    end: u64,
+    /// Its sequence number and [`Region::sync_generation`] when it was started.
+    seq: u64,
+    born: u64,
+    /// Bytes of records written in it, known once it is no longer the current chunk.
+    written: Option<u64>,
+    /// Bytes of its records that newer records of their keys replaced. A removed record is
+    /// not counted: its `KILLED` mark must stay (see [`ShardWriter::recycle_fresh`]).
+    dead: u64,
+}
+
+/// Fresh chunks a shard follows at most (the newest): a chunk whose records are rewritten
+/// soon dies within a few chunks of its successors; older ones wait for a rebuild.
+const MAX_FRESH: usize = 8;
 
 /// A chunk that holds one record and nothing else (its tail, the rest of its last page,
 /// stays empty while it is solo). When that record is replaced, the whole chunk is dead.
@@ -532,12 +561,32 @@ impl<'a> ShardWriter<'a> {
     /// Appends an assembled record; returns its offset.
     #[inline]
     fn write_small(&mut self, rec: &SmallRecord) -> Result<u64> {
-        let off = self.reserve(rec.len as u64)?;
-        // SAFETY: `off..off+len` was reserved in this shard's chunk by `reserve` and is not
-        // published yet, so no other thread reads it; the source is on our stack.
-        unsafe { self.ctx.region.write(off, &rec.buf[..rec.len]) }
-            .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })?;
+        let len = rec.len as u64;
+        if self.st.chunk == 0 || self.st.chunk_end - self.st.cursor < len {
+            return self.write_small_in_new_chunk(rec);
+        }
+        let off = self.st.cursor;
+        self.st.cursor += len;
+        self.write_small_at(off, rec)?;
         Ok(off)
+    }
+
+    /// [`write_small`](Self::write_small) when the record starts a new chunk, which may be a
+    /// recycled one whose header is due after its first record.
+    #[cold]
+    fn write_small_in_new_chunk(&mut self, rec: &SmallRecord) -> Result<u64> {
+        let off = self.reserve_in_new_chunk(rec.len as u64)?;
+        self.write_small_at(off, rec)?;
+        self.write_due_header()?;
+        Ok(off)
+    }
+
+    #[inline]
+    fn write_small_at(&self, off: u64, rec: &SmallRecord) -> Result<()> {
+        // SAFETY: `off..off+len` was reserved in this shard's chunk and is not published
+        // yet, so no other thread reads it; the source is on our stack.
+        unsafe { self.ctx.region.write(off, &rec.buf[..rec.len]) }
+            .ok_or(StorageError::Corrupted { offset: off, what: "record outside the file" })
     }
 
     /// Sets `key` to the concatenation of `parts`; `p` is this key's fresh probe.
@@ -775,19 +824,21 @@ impl<'a> ShardWriter<'a> {
             self.st.cursor += len;
             return Ok(off);
         }
+        let prev = (self.st.chunk, self.st.cursor);
         let normal = (PAGE << self.st.next_seq.min(3)).min(MAX_RECORD_CHUNK);
         let need = format::align_up(CHUNK_HEADER_LEN + len, PAGE);
+        let want = need.max(normal);
         let solo = need > normal.min(SOLO_CHUNK);
-        // Reused space first: for a solo chunk, one this shard recycled (whole); else any
-        // free extent that holds the record becomes (part of) the chunk, so leftovers
-        // smaller than a normal chunk are not stranded.
-        let recycled = if solo { self.take_recycled(need) } else { None };
+        // Reused space first: a chunk this shard recycled (whole); else any free extent that
+        // holds the record becomes (part of) the chunk, so leftovers smaller than a normal
+        // chunk are not stranded.
+        let recycled = self.reuse_recycled(need, want, solo)?;
         let (off, chunk_len, reused) = match recycled {
-            Some((off, l)) => (off, l, true),
-            None => self.alloc(need, need.max(normal))?,
+            Some((off, l, _)) => (off, l, true),
+            None => self.alloc(need, want)?,
         };
         let tail = off + CHUNK_HEADER_LEN + len;
-        if reused {
+        if reused && !recycled.is_some_and(|(_, _, zeroed)| zeroed) {
             // A record chunk ends at its first empty record: clear what this first record does
             // not cover, so the chunk reads as records followed by zeros (as `check` expects
             // of a cleanly closed file).
@@ -816,6 +867,8 @@ impl<'a> ShardWriter<'a> {
         self.st.chunk = off;
         self.st.cursor = tail;
         self.st.chunk_end = off + chunk_len;
+        let fresh = (!solo).then_some(RecordChunk { off, len: chunk_len, born });
+        self.follow_fresh(fresh, seq, prev);
         if solo {
             self.st.solo.insert(off, Solo { seq, end: off + chunk_len, born });
             // Full while solo (see above).
@@ -844,15 +897,69 @@ impl<'a> ShardWriter<'a> {
         Ok(())
     }
 
-    /// A recycled chunk of `need` to `2 * need` bytes (a solo chunk's tail stays empty)
-    /// whose grace period has passed, the most recently recycled first: its pages are the
-    /// likeliest to be in memory still.
-    fn take_recycled(&mut self, need: u64) -> Option<(u64, u64)> {
+    /// A recycled chunk of `need` to `2 * want` bytes (a chunk's tail stays empty) whose
+    /// grace period has passed, the most recently recycled first (its pages are the likeliest
+    /// to be in memory still), for a new chunk (`solo`: of one record); `None` if there is
+    /// none. Returns its offset, its length, and whether its records were zeroed.
+    ///
+    /// A solo chunk reused for another solo chunk is used as it is (its old record began
+    /// where the new one begins; see [`write_due_header`](Self::write_due_header)). Any other
+    /// reuse would write records at other places than the old ones, and under the new header
+    /// (once a crash of the machine wrote it back, but not every page after it) an old
+    /// record that happened to begin just where the new records end would replay as newer
+    /// than the record that replaced it, which a sync may have promised by then. So in a
+    /// file the chunk's records are zeroed first, and it is reused only if no hard sync has
+    /// started since it was started (read after the zeros were stored): every sync that
+    /// completes later started after the zeros and writes them back too, and until one
+    /// completes nothing written since the chunk was started is promised. If one has
+    /// started, the zeroed chunk stays in the shard as a dead chunk, for a rebuild to free
+    /// (its records are dead, and the records that replaced them were written before that
+    /// sync started, which writes them back).
+    fn reuse_recycled(
+        &mut self,
+        need: u64,
+        want: u64,
+        solo: bool,
+    ) -> Result<Option<(u64, u64, bool)>> {
+        let region = &self.ctx.region;
+        let file = !region.is_anonymous();
+        let g = region.sync_generation();
+        if file && self.st.recycled.iter().any(|r| r.shared && r.born != g) {
+            // Shared chunks recycled before the latest hard sync started can no longer be
+            // reused (above): back to the dead chunks.
+            for r in std::mem::take(&mut self.st.recycled) {
+                if r.shared && r.born != g {
+                    self.unrecycle(r);
+                } else {
+                    self.st.recycled.push(r);
+                }
+            }
+        }
         let epochs = &self.ctx.epochs;
-        let fits = |l: u64| l >= need && l <= 2 * need;
-        let i = self.st.recycled.iter().rposition(|r| fits(r.len) && epochs.is_safe(r.epoch))?;
+        let as_is = |r: &Recycled| !file || (solo && !r.shared);
+        let fits = |r: &Recycled| {
+            r.len >= need
+                && r.len <= 2 * want
+                && (as_is(r) || r.born == g)
+                && epochs.is_safe(r.epoch)
+        };
+        let Some(i) = self.st.recycled.iter().rposition(fits) else { return Ok(None) };
         let r = self.st.recycled.remove(i);
-        Some((r.off, r.len))
+        if as_is(&r) {
+            return Ok(Some((r.off, r.len, false)));
+        }
+        let body = r.off + CHUNK_HEADER_LEN;
+        // SAFETY: the chunk was just taken from this shard's recycled chunks: no reader can
+        // reach it (its grace period has passed), and no other writer (we hold the lock).
+        unsafe { region.zero(body, r.off + r.len - body) }
+            .ok_or(StorageError::Corrupted { offset: r.off, what: "chunk outside the file" })?;
+        // SeqCst: the generation is read after the zeros were stored.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if region.sync_generation() != r.born {
+            self.unrecycle(r);
+            return Ok(None);
+        }
+        Ok(Some((r.off, r.len, true)))
     }
 
     /// Called when the record at `off` (`len` bytes, longer than [`SOLO_MIN_LEN`]) has just
@@ -869,16 +976,18 @@ impl<'a> ShardWriter<'a> {
     /// at the old header's place, so a chunk never starts inside the old one's extent, which
     /// the old header would hide from the file's walk. Only replacements recycle: a removal
     /// marks the record itself, which must stay to keep older records of the key dead.
+    ///
+    /// Returns whether the record was a solo chunk's (recycled or not).
     #[cold]
-    fn recycle(&mut self, off: u64, len: u64) {
-        let Some(chunk) = off.checked_sub(CHUNK_HEADER_LEN) else { return };
-        let Some(s) = self.st.solo.remove(&chunk) else { return };
+    fn recycle(&mut self, off: u64, len: u64) -> bool {
+        let Some(chunk) = off.checked_sub(CHUNK_HEADER_LEN) else { return false };
+        let Some(s) = self.st.solo.remove(&chunk) else { return false };
         let region = &self.ctx.region;
         if !region.is_anonymous() && s.born != region.sync_generation() {
             // Promised by a sync: an ordinary dead chunk from now on, freed by a rebuild.
-            return;
+            return true;
         }
-        let Some(c) = self.st.chunks.remove(&(s.seq, chunk)) else { return };
+        let Some(c) = self.st.chunks.remove(&(s.seq, chunk)) else { return true };
         self.st.dead_bytes = self.st.dead_bytes.saturating_sub(len);
         if self.st.chunk == chunk {
             // A clean close records the current chunk in the directory, and a recycled one
@@ -887,14 +996,104 @@ impl<'a> ShardWriter<'a> {
             self.st.cursor = 0;
             self.st.chunk_end = 0;
         }
+        self.push_recycled(c, s.seq, false);
+        true
+    }
+
+    /// Adds the chunk `c` (sequence number `seq`) to the shard's recycled chunks, to be
+    /// reused once the epoch taken now has passed.
+    fn push_recycled(&mut self, c: RecordChunk, seq: u64, shared: bool) {
         let epoch = self.ctx.epochs.retire();
-        self.st.recycled.push(Recycled { off: c.off, len: c.len, seq: s.seq, born: c.born, epoch });
+        let (off, len, born) = (c.off, c.len, c.born);
+        self.st.recycled.push(Recycled { off, len, seq, born, epoch, shared });
         if self.st.recycled.len() > MAX_RECYCLED {
-            // Sizes that no solo chunk asks for any more: back to the dead chunks, for a
+            // Sizes that no new chunk asks for any more: back to the dead chunks, for a
             // rebuild to free.
             let r = self.st.recycled.remove(0);
             self.unrecycle(r);
         }
+    }
+
+    /// Counts the `len` bytes of the record at `off`, just replaced, as dead in
+    /// its chunk if that is a [`Fresh`] one; a fresh chunk that is no longer current and
+    /// whose records are now all dead is recycled (see [`recycle_fresh`](Self::recycle_fresh)).
+    #[inline]
+    fn note_dead(&mut self, off: u64, len: u64) {
+        if !self.st.fresh.is_empty() {
+            self.count_dead(off, len);
+        }
+    }
+
+    /// [`note_dead`](Self::note_dead) once there are fresh chunks (out of line: it is not
+    /// needed to keep the write paths short).
+    #[inline(never)]
+    fn count_dead(&mut self, off: u64, len: u64) {
+        let Some(i) = self.st.fresh.iter().rposition(|f| f.off < off && off < f.end) else {
+            return;
+        };
+        let f = &mut self.st.fresh[i];
+        f.dead += len;
+        if f.written.is_some_and(|w| f.dead >= w) {
+            self.recycle_fresh(i);
+        }
+    }
+
+    /// Called when a new chunk was started: `prev` is the chunk that was current before it
+    /// and where its records end, which are now known if it is a [`Fresh`] one (which may
+    /// then be recycled at once); `c` is the new chunk (sequence number `seq`) if it is for
+    /// shared records, which this shard then follows.
+    fn follow_fresh(&mut self, c: Option<RecordChunk>, seq: u64, prev: (u64, u64)) {
+        let (prev_chunk, prev_cursor) = prev;
+        if prev_chunk != 0
+            && let Some(i) = self.st.fresh.iter().rposition(|f| f.off == prev_chunk)
+        {
+            let f = &mut self.st.fresh[i];
+            let written = prev_cursor - (prev_chunk + CHUNK_HEADER_LEN);
+            f.written = Some(written);
+            if f.dead >= written {
+                self.recycle_fresh(i);
+            }
+        }
+        let Some(c) = c else { return };
+        let region = &self.ctx.region;
+        if !region.is_anonymous() {
+            // Chunks begun before the latest hard sync started can no longer be recycled.
+            let g = region.sync_generation();
+            self.st.fresh.retain(|f| f.born == g);
+        }
+        if self.st.fresh.len() == MAX_FRESH {
+            self.st.fresh.remove(0);
+        }
+        let f = Fresh { off: c.off, end: c.off + c.len, seq, born: c.born, written: None, dead: 0 };
+        self.st.fresh.push(f);
+    }
+
+    /// Recycles the fresh chunk `fresh[i]`, whose records are all dead and which is no
+    /// longer the current chunk, if no sync can have promised any of them: this shard then
+    /// reuses it, whole, for a later chunk (see [`reuse_recycled`](Self::reuse_recycled)).
+    ///
+    /// In a file, no hard sync may have started since the chunk was started (the generation
+    /// is unchanged, read after every record that replaced one of its records was
+    /// written): then no sync has promised its records, nor the records that replaced them.
+    /// In memory nothing replays, and that does not matter. Removals and clears need no
+    /// check (unlike a rebuild's, see [`ShardState::killed`]): a chunk counts as dead only
+    /// when each of its records was replaced by a newer record of its key, and neither a
+    /// removal's `KILLED` mark (on the key's newest record, which nothing replaces after it)
+    /// nor a clear's record ever is.
+    #[cold]
+    fn recycle_fresh(&mut self, i: usize) {
+        let f = self.st.fresh.remove(i);
+        let region = &self.ctx.region;
+        if !region.is_anonymous() {
+            // SeqCst: the generation is read after the replacing records' stores.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if f.born != region.sync_generation() {
+                return;
+            }
+        }
+        let Some(c) = self.st.chunks.remove(&(f.seq, f.off)) else { return };
+        self.st.dead_bytes = self.st.dead_bytes.saturating_sub(f.dead);
+        self.push_recycled(c, f.seq, true);
     }
 
     /// Makes a recycled chunk an ordinary dead chunk of the shard again (on disk it is one).
@@ -947,8 +1146,8 @@ impl<'a> ShardWriter<'a> {
                 self.st.live_bytes = self.st.live_bytes.saturating_sub(old_len) + len;
                 // Release pairs with the reader's Acquire load of the slot (`table::find`).
                 slots[pos].store(slot, Ordering::Release);
-                if old_len > SOLO_MIN_LEN {
-                    self.recycle(old, old_len);
+                if !(old_len > SOLO_MIN_LEN && self.recycle(old, old_len)) {
+                    self.note_dead(old, old_len);
                 }
             }
             Probe::Vacant { pos, tomb } => {
@@ -1077,8 +1276,11 @@ impl<'a> ShardWriter<'a> {
         if self.st.chunks.is_empty() {
             return Ok(None);
         }
-        // Every old chunk stays until the rebuild frees it: none may be recycled.
+        // Every old chunk stays until the rebuild frees it: none may be recycled. Nor may
+        // the copies' chunks (the first one's header will carry the commit): chunks this
+        // shard follows are started after the copy (below).
         self.st.solo.clear();
+        self.st.fresh.clear();
         let old_chunks = std::mem::take(&mut self.st.chunks);
         let old_table = self.table();
         // Start a fresh chunk even if the current one has room: the copy must come entirely
@@ -1087,7 +1289,9 @@ impl<'a> ShardWriter<'a> {
         let first_seq = self.st.next_seq;
         let mut new = None;
         let mut copied = 0;
-        match self.copy_live(old_table, &mut new, &mut copied) {
+        let copy = self.copy_live(old_table, &mut new, &mut copied);
+        self.st.fresh.clear();
+        match copy {
             Ok(()) => {
                 let new = new.expect("a successful copy made its table");
                 let first_chunk = self.st.chunks.first_key_value().map_or(0, |(_, r)| r.off);

@@ -46,14 +46,16 @@ fn child_process() {
             println!("LOCKED");
             std::thread::sleep(Duration::from_secs(30));
         }
-        "writer" | "rebuilder" | "autorebuilder" | "bigwriter" => {
+        "writer" | "rebuilder" | "autorebuilder" | "bigwriter" | "smallwriter" => {
             // Writes keys in rounds; after each round's hard sync, reports the round. The
             // value of key `k` written in round `r` is `r`, so the parent can tell which
             // rounds must be complete. The auto-rebuilder rebuilds in the background as soon
             // as a shard's dead records outweigh its live ones (every round or so). The big
             // writer also rewrites large values three times a round, so that their chunks
-            // are recycled and reused (`tests/recycle.rs`) while it may be killed.
-            let mut builder = Db::builder().shards(16);
+            // are recycled and reused (`tests/recycle.rs`) while it may be killed; the small
+            // writer rewrites a few small keys hundreds of times a round, so that whole
+            // chunks of small records die and are recycled between its syncs.
+            let mut builder = Db::builder().shards(if role == "smallwriter" { 2 } else { 16 });
             if role == "autorebuilder" {
                 builder = builder.auto_rebuild(Some(1));
             }
@@ -66,6 +68,13 @@ fn child_process() {
                         for b in 0..BIG_KEYS {
                             let value = vec![big_fill(round, j); big_len(round, b, j)];
                             db.set(format!("big{b}").as_bytes(), &value).unwrap();
+                        }
+                    }
+                }
+                if role == "smallwriter" {
+                    for j in 0..SMALL_PASSES {
+                        for i in 0..SMALL_KEYS {
+                            db.set(&small_key(i), &small_value(round, j)).unwrap();
                         }
                     }
                 }
@@ -157,6 +166,43 @@ fn second_process_gets_locked_with_the_holders_pid() {
     assert_eq!(db.get(b"held").unwrap(), Some(b"yes".to_vec()));
 }
 
+/// The small writer's keys, and how many times a round it rewrites each: about 2.5 chunks
+/// of small records per shard and round.
+const SMALL_KEYS: u64 = 16;
+const SMALL_PASSES: u64 = 500;
+
+fn small_key(i: u64) -> Vec<u8> {
+    format!("s{i}").into_bytes()
+}
+
+/// The value of every small key in round `round`, pass `j`.
+fn small_value(round: u64, j: u64) -> Vec<u8> {
+    [round.to_le_bytes(), j.to_le_bytes()].concat()
+}
+
+/// As [`check_big_keys`] for the small writer's keys: every write of rounds up to `round`
+/// and a prefix of round `round + 1`'s (pass `j` of key `i` is write `j * SMALL_KEYS + i`).
+/// A recycled chunk whose old records came back would break the prefix.
+fn check_small_keys(db: &Db, round: u64, kill: u32) {
+    let (mut lo, mut hi) = (0, SMALL_PASSES * SMALL_KEYS);
+    for i in 0..SMALL_KEYS {
+        let v = db.get(&small_key(i)).unwrap().expect("small key lost");
+        assert_eq!(v.len(), 16, "kill {kill}: torn small value");
+        let r = u64::from_le_bytes(v[..8].try_into().unwrap());
+        let j = u64::from_le_bytes(v[8..].try_into().unwrap());
+        if r == round && j == SMALL_PASSES - 1 {
+            hi = hi.min(i);
+        } else if r == round + 1 && j < SMALL_PASSES {
+            let p = j * SMALL_KEYS + i;
+            lo = lo.max(p + 1);
+            hi = hi.min(p + SMALL_KEYS);
+        } else {
+            panic!("kill {kill}: s{i} holds pass {j} of round {r}, round {round}");
+        }
+    }
+    assert!(lo <= hi, "kill {kill}: the small keys are no prefix of the writes (round {round})");
+}
+
 /// How many SIGKILLs: 30 by default, `SENJU_CRASH_KILLS` for a longer run (e.g. 1000).
 fn kills() -> u32 {
     std::env::var("SENJU_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(30)
@@ -172,6 +218,14 @@ fn sigkill_at_random_moments_loses_no_synced_round() {
 #[test]
 fn sigkill_while_large_values_are_rewritten_loses_no_synced_round() {
     kill_loop("bigwriter", kills().div_ceil(2));
+}
+
+/// The same while small values are rewritten, so that whole chunks of them are recycled
+/// and reused: their old records never come back, nor is a synced one lost. The file must
+/// also pass `check` after each reopening.
+#[test]
+fn sigkill_while_small_values_are_rewritten_loses_no_synced_round() {
+    kill_loop("smallwriter", kills().div_ceil(2));
 }
 
 /// The same with a `rebuild` after every round: a kill in the middle of a rebuild (copying,
@@ -243,6 +297,9 @@ fn kill_loop(role: &str, kills: u32) -> u64 {
         }
         if role == "bigwriter" {
             check_big_keys(&db, round, kill);
+        }
+        if role == "smallwriter" {
+            check_small_keys(&db, round, kill);
         }
         for k in (0..200u32).step_by(7) {
             // Each round removes and re-sets these keys; the round in flight may have been

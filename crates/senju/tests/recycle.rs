@@ -1,5 +1,6 @@
-//! Chunks of large records that were replaced before any sync promised them are reused by
-//! their shard (`docs/design.md` §3.5): rewriting large values in place of each other keeps
+//! Chunks whose records were all replaced before any sync promised them are reused by their
+//! shard (`docs/design.md` §3.1, "Solo chunks and recycling"): a large record's chunk of its
+//! own, and a shared chunk of small records. Rewriting values in place of each other keeps
 //! the file near its live data without a rebuild, and never brings an old value back.
 //!
 //! Everything here is counted (file and stats bytes, values read back), never timed.
@@ -229,4 +230,198 @@ fn readers_racing_recycling_writers_see_whole_values_in_a_file() {
 #[test]
 fn readers_racing_recycling_writers_see_whole_values_in_memory() {
     racing_readers(Arc::new(Db::memory().unwrap()));
+}
+
+/// Key `i` of the small-record tests.
+fn small_key(i: u64) -> Vec<u8> {
+    format!("small{i}").into_bytes()
+}
+
+/// The value small key `i` gets in round `round`: 12-20 bytes that name both.
+fn small_value(round: u64, i: u64) -> Vec<u8> {
+    let mut v = round.to_le_bytes().to_vec();
+    v.extend_from_slice(&i.to_le_bytes()[..4]);
+    v.resize(12 + (round + i) as usize % 9, 0xa5);
+    v
+}
+
+/// Rewrites `keys` small keys `rounds` times (calling `between(round)` after each round);
+/// returns the stats afterwards.
+fn rewrite_small(db: &Db, keys: u64, rounds: std::ops::Range<u64>, between: impl Fn(u64)) {
+    for round in rounds {
+        for i in 0..keys {
+            db.set(&small_key(i), &small_value(round, i)).unwrap();
+        }
+        between(round);
+    }
+}
+
+fn check_small(db: &Db, keys: u64, round: u64) {
+    for i in 0..keys {
+        assert_eq!(db.get(&small_key(i)).unwrap(), Some(small_value(round, i)), "key {i}");
+    }
+}
+
+#[test]
+fn rewriting_small_values_reuses_their_chunks() {
+    let dir = TempDir::new("recycle-small");
+    let db = Db::builder().shards(2).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
+    // 400,000 records of about 30 bytes: 12 MB without reuse.
+    rewrite_small(&db, 40, 0..10_000, |_| {});
+    let s = db.stats().unwrap();
+    // Each shard keeps its current chunk, the one before (whose last records died only
+    // now) and a few recycled ones waiting out their grace period: about 200 KiB at most.
+    assert!(s.dead_bytes < 256 << 10, "{s:?}");
+    assert!(s.file_bytes < 1 << 20, "{s:?}");
+    check_small(&db, 40, 9_999);
+    db.close().unwrap();
+    drop(db);
+    let report = senju::check(dir.file("r.sj")).unwrap();
+    assert!(report.is_ok() && report.closed_cleanly, "{report:?}");
+    assert_eq!(report.records, 40);
+    let db = open(&dir, "r.sj");
+    check_small(&db, 40, 9_999);
+}
+
+#[test]
+fn rewriting_small_values_in_memory_reuses_their_chunks() {
+    let db = Db::builder().shards(2).auto_rebuild(None).memory().unwrap();
+    rewrite_small(&db, 40, 0..10_000, |_| {});
+    let s = db.stats().unwrap();
+    assert!(s.dead_bytes < 256 << 10, "{s:?}");
+    assert!(s.file_bytes < 1 << 20, "{s:?}");
+    check_small(&db, 40, 9_999);
+}
+
+/// A hard sync after every round promises each record before it is replaced: no chunk is
+/// recycled, and the dead records wait for a rebuild.
+#[test]
+fn a_sync_between_small_rewrites_keeps_their_chunks() {
+    let dir = TempDir::new("recycle-small-sync");
+    let db = Db::builder().shards(2).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
+    rewrite_small(&db, 400, 0..100, |_| db.sync(Durability::Hard).unwrap());
+    let s = db.stats().unwrap();
+    // 99 rounds of 400 replaced records of 18-26 bytes, all dead.
+    assert!(s.dead_bytes >= 99 * 400 * 18, "{s:?}");
+    check_small(&db, 400, 99);
+}
+
+/// Removals mark records in place, and the marks must stay: a chunk whose other records
+/// are all replaced is not recycled while it holds the newest record of a removed key,
+/// whose older value a sync promised.
+#[test]
+fn a_removal_keeps_its_chunk() {
+    let dir = TempDir::new("recycle-small-remove");
+    let db = Db::builder().shards(1).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
+    db.set(b"gone", b"promised").unwrap();
+    db.sync(Durability::Hard).unwrap();
+    // Chunks begun after the sync.
+    rewrite_small(&db, 40, 0..100, |_| {});
+    db.set(b"gone", b"newer").unwrap();
+    assert!(db.remove(b"gone").unwrap());
+    rewrite_small(&db, 40, 100..2_000, |_| {});
+    std::fs::copy(dir.file("r.sj"), dir.file("copy.sj")).unwrap();
+    let copy = open(&dir, "copy.sj");
+    assert_eq!(copy.get(b"gone").unwrap(), None);
+    check_small(&copy, 40, 1_999);
+    // The chunks after it were recycled.
+    let s = db.stats().unwrap();
+    assert!(s.dead_bytes < 256 << 10, "{s:?}");
+}
+
+/// What a crash of the process leaves (the page cache) is read back as the latest values,
+/// with syncs, removals and re-added keys in between: recycled chunks never bring back a
+/// replaced value or a removed key.
+#[test]
+fn a_copy_taken_while_open_recovers_the_latest_small_values() {
+    let dir = TempDir::new("recycle-small-copy");
+    let db = Db::builder().shards(4).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
+    for stop in [1_000u64, 1_700, 3_000, 3_001, 4_500] {
+        let from =
+            db.get(b"round").unwrap().map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
+        rewrite_small(&db, 50, from..stop, |round| {
+            db.set(b"round", &(round + 1).to_le_bytes()).unwrap();
+            match round % 500 {
+                // Removed, and added again 100 rounds later.
+                0 => assert!(db.remove(&small_key(round % 50)).unwrap() || round == 0),
+                100 => db.set(&small_key((round - 100) % 50), b"back").unwrap(),
+                250 => db.sync(Durability::Hard).unwrap(),
+                _ => {}
+            }
+        });
+        std::fs::copy(dir.file("r.sj"), dir.file("copy.sj")).unwrap();
+        let copy = open(&dir, "copy.sj");
+        for i in 0..50 {
+            assert_eq!(copy.get(&small_key(i)).unwrap(), db.get(&small_key(i)).unwrap(), "key {i}");
+        }
+        assert_eq!(copy.len(), db.len());
+        copy.close().unwrap();
+    }
+    assert!(db.stats().unwrap().dead_bytes < 4 << 20);
+}
+
+/// Readers racing writers that rewrite small values (whose chunks are recycled under them)
+/// see whole values of their key only.
+fn racing_small_readers(db: Arc<Db>) {
+    const KEYS: u64 = 64;
+    for i in 0..KEYS {
+        db.set(&small_key(i), &small_value(0, i)).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                for round in 1..1_500 {
+                    for i in (t..KEYS).step_by(2) {
+                        db.set(&small_key(i), &small_value(round, i)).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (db, stop) = (Arc::clone(&db), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = i % KEYS;
+                    let ok = db
+                        .get_with(&small_key(k), |v| {
+                            let round = u64::from_le_bytes(v[..8].try_into().unwrap());
+                            v == small_value(round, k)
+                        })
+                        .unwrap()
+                        .expect("every key stays present");
+                    assert!(ok, "a torn or foreign value under key {k}");
+                    reads += 1;
+                    i += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 0);
+    check_small(&db, KEYS, 1_499);
+    // 96,000 records were written; the live ones take 64.
+    let s = db.stats().unwrap();
+    assert!(s.dead_bytes < 1 << 20, "{s:?}");
+}
+
+#[test]
+fn readers_racing_small_rewrites_see_whole_values_in_a_file() {
+    let dir = TempDir::new("recycle-small-race");
+    racing_small_readers(Arc::new(open(&dir, "r.sj")));
+}
+
+#[test]
+fn readers_racing_small_rewrites_see_whole_values_in_memory() {
+    racing_small_readers(Arc::new(Db::memory().unwrap()));
 }
