@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lab 0018: lab 0014's overwrite load (values rewritten over 256 keys, set then get, no
 # sync) against two builds of it, alternating, for several value sizes.
-#   overwrite-ab.sh A_BIN B_BIN [ROUNDS=3] [SECONDS=4] [SIZES="100 1000 8192 65536"]
+#   [SYNC=n] overwrite-ab.sh A_BIN B_BIN [ROUNDS=3] [SECONDS=4] [SIZES="100 1000 8192 65536"]
+# (SYNC=n: a hard sync after every n sets, passed on to the tool)
 # Build a binary for a checkout with
 #   CARGO_TARGET_DIR=/tmp/ow-X cargo build --release \
 #     --manifest-path lab/0014-urgent-rebuilds/overwrite/Cargo.toml

@@ -65,6 +65,9 @@ pub(crate) struct Region {
     grow_max: u64,
     /// Hard syncs started so far, plus one (see [`sync_generation`](Region::sync_generation)).
     hard_syncs: AtomicU64,
+    /// The highest generation that a completed hard sync raised [`hard_syncs`] to (see
+    /// [`synced_generation`](Region::synced_generation)); 0 before the first.
+    synced: AtomicU64,
     /// The first failed sync, as its error's kind, number and message. Linux reports a
     /// failed write-back once, to the first sync after it, and marks the pages clean: a
     /// later sync would succeed with the data gone. So every sync after a failure fails too
@@ -248,6 +251,7 @@ impl Region {
             preallocate: false,
             grow_max: GROW_MAX,
             hard_syncs: AtomicU64::new(1),
+            synced: AtomicU64::new(0),
             failed_sync: OnceLock::new(),
             anonymous: false,
             fork_generation,
@@ -724,12 +728,14 @@ impl Region {
 
     /// Makes every write and hole so far durable, file metadata included.
     pub(crate) fn sync_all(&self) -> io::Result<()> {
-        self.hard_sync_starts();
+        let g = self.hard_sync_starts();
         if self.anonymous {
             return Ok(());
         }
         self.check_synced()?;
-        self.file.sync_all().map_err(|e| self.sync_failed(e))
+        self.file.sync_all().map_err(|e| self.sync_failed(e))?;
+        self.hard_sync_done(g);
+        Ok(())
     }
 
     /// Fails if an earlier sync of the file failed (see `failed_sync`).
@@ -773,9 +779,24 @@ impl Region {
         self.hard_syncs.load(Ordering::SeqCst)
     }
 
-    /// Counts a hard sync that is about to start.
-    fn hard_sync_starts(&self) {
-        self.hard_syncs.fetch_add(1, Ordering::SeqCst);
+    /// Counts a hard sync that is about to start; returns the generation it raised the
+    /// count to, for [`hard_sync_done`](Self::hard_sync_done).
+    fn hard_sync_starts(&self) -> u64 {
+        self.hard_syncs.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Records that the hard sync that raised the count to `g` completed.
+    fn hard_sync_done(&self, g: u64) {
+        self.synced.fetch_max(g, Ordering::SeqCst);
+    }
+
+    /// The highest generation whose hard sync has completed: bytes stored in the map while
+    /// [`sync_generation`](Self::sync_generation) still returned `g` (read after the
+    /// stores, behind a `SeqCst` fence) are on the disk once this exceeds `g`, as a sync
+    /// that raised the count past `g` started after them. In memory, never above what
+    /// `sync` calls reached (nothing there needs it).
+    pub(crate) fn synced_generation(&self) -> u64 {
+        self.synced.load(Ordering::SeqCst)
     }
 
     /// The bytes `off..off + len`, or `None` if out of range.
@@ -865,9 +886,7 @@ impl Region {
     /// kernel writes dirty pages back on its own schedule). Either fails once any sync of the
     /// file has failed (see `failed_sync`).
     pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {
-        if hard {
-            self.hard_sync_starts();
-        }
+        let g = if hard { self.hard_sync_starts() } else { 0 };
         if self.anonymous {
             return Ok(());
         }
@@ -880,6 +899,7 @@ impl Region {
             if rc != 0 {
                 return Err(self.sync_failed(io::Error::last_os_error()));
             }
+            self.hard_sync_done(g);
         } else {
             let len = self.len();
             if len > 0 {

@@ -248,11 +248,11 @@ pub(crate) struct ShardState {
     /// before its commit voids the older one (see `Core::rebuild`). Written by every removal:
     /// kept off the table word's line.
     killed: u64,
-    /// The shared record chunks this shard started in the current sync generation (since
-    /// the file was opened, and not a rebuild's copies), oldest first, at most
-    /// [`MAX_FRESH`]: each counts its dead bytes, and once all of its records are dead it is
-    /// recycled like a solo chunk (see [`ShardWriter::note_dead`]). Touched once per
-    /// replacement, so it sits on the line after the hot one, away from the table word.
+    /// The newest shared record chunks this shard started (since the file was opened, and
+    /// not a rebuild's copies), oldest first, at most [`MAX_FRESH`]: each counts its dead
+    /// bytes, and once all of its records are dead it is recycled like a solo chunk (see
+    /// [`ShardWriter::note_dead`]). Touched once per replacement, so it sits on the line
+    /// after the hot one, away from the table word.
     fresh: Vec<Fresh>,
     /// This shard's live record chunks by (sequence number, offset): oldest first.
     chunks: BTreeMap<(u64, u64), RecordChunk>,
@@ -282,13 +282,31 @@ struct Recycled {
     /// Whether it held many records (a [`Fresh`] chunk) rather than one that began right
     /// after its header (a [`Solo`] chunk); see [`ShardWriter::reuse_recycled`].
     shared: bool,
+    /// What its reuse waits for (see [`ShardWriter::reuse_recycled`]).
+    wait: Wait,
+}
+
+/// What a recycled chunk waits for before its reuse. Generations are
+/// [`Region::sync_generation`] values read behind a `SeqCst` fence; "synced past `g`" means
+/// that [`Region::synced_generation`] exceeds `g`: a hard sync that started after that read
+/// has completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Nothing: no hard sync had started between the chunk's start and the death of its last
+    /// record, so no sync has promised its records or the records that replaced them.
+    Clean,
+    /// Its records were replaced after a hard sync started, at generation `g`: some may be
+    /// promised, and their replacements not yet. Once synced past `g` the replacements are
+    /// on the disk, and the chunk is zeroed.
+    Dead(u64),
+    /// Zeroed at generation `g`: reused once synced past `g`, when the disk holds the zeros.
+    Zeroed(u64),
 }
 
 /// Recycled chunks a shard keeps at most; beyond, the oldest goes back to the dead chunks.
 const MAX_RECYCLED: usize = 32;
 
-/// A shared record chunk started in the current sync generation (see
-/// [`ShardState::fresh`]).
+/// A shared record chunk that its shard follows (see [`ShardState::fresh`]).
 #[derive(Clone, Copy, Debug)]
 struct Fresh {
     off: u64,
@@ -898,23 +916,26 @@ impl<'a> ShardWriter<'a> {
     }
 
     /// A recycled chunk of `need` to `2 * want` bytes (a chunk's tail stays empty) whose
-    /// grace period has passed, the most recently recycled first (its pages are the likeliest
-    /// to be in memory still), for a new chunk (`solo`: of one record); `None` if there is
-    /// none. Returns its offset, its length, and whether its records were zeroed.
+    /// grace period has passed and whose [`Wait`] is over, the most recently recycled first
+    /// (its pages are the likeliest to be in memory still), for a new chunk (`solo`: of one
+    /// record); `None` if there is none. Returns its offset, its length, and whether its body
+    /// is zero already.
     ///
-    /// A solo chunk reused for another solo chunk is used as it is (its old record began
-    /// where the new one begins; see [`write_due_header`](Self::write_due_header)). Any other
-    /// reuse would write records at other places than the old ones, and under the new header
-    /// (once a crash of the machine wrote it back, but not every page after it) an old
-    /// record that happened to begin just where the new records end would replay as newer
-    /// than the record that replaced it, which a sync may have promised by then. So in a
-    /// file the chunk's records are zeroed first, and it is reused only if no hard sync has
-    /// started since it was started (read after the zeros were stored): every sync that
-    /// completes later started after the zeros and writes them back too, and until one
-    /// completes nothing written since the chunk was started is promised. If one has
-    /// started, the zeroed chunk stays in the shard as a dead chunk, for a rebuild to free
-    /// (its records are dead, and the records that replaced them were written before that
-    /// sync started, which writes them back).
+    /// A clean solo chunk reused for another solo chunk is used as it is (its old record
+    /// began where the new one begins; see [`write_due_header`](Self::write_due_header)).
+    /// Any other reuse writes records at other places than the old ones, and under the new
+    /// header (once a crash of the machine wrote it back, but not every page after it) an
+    /// old record that happened to begin just where the new records end would replay as
+    /// newer than the record that replaced it, which a sync may have promised by then. So in
+    /// a file the chunk's body is zeroed first, and a clean chunk is reused at once only if
+    /// no hard sync has started since it was begun (read after the zeros were stored): every
+    /// sync that completes later started after the zeros and writes them back too, and until
+    /// one completes nothing written since the chunk was begun is promised (an old record
+    /// revived then is an unpromised write of its key, newer than every promised one).
+    /// Otherwise the chunk waits, zeroed ([`Wait::Zeroed`]), until a sync that started after
+    /// the zeros has completed: the disk then holds them, and the chunk is as good as fresh
+    /// space. A chunk whose records some sync may have promised ([`Wait::Dead`]) is zeroed
+    /// only once the records that replaced them are on the disk.
     fn reuse_recycled(
         &mut self,
         need: u64,
@@ -923,70 +944,87 @@ impl<'a> ShardWriter<'a> {
     ) -> Result<Option<(u64, u64, bool)>> {
         let region = &self.ctx.region;
         let file = !region.is_anonymous();
+        let epochs = &self.ctx.epochs;
         let g = region.sync_generation();
-        if file && self.st.recycled.iter().any(|r| r.shared && r.born != g) {
-            // Shared chunks recycled before the latest hard sync started can no longer be
-            // reused (above): back to the dead chunks.
-            for r in std::mem::take(&mut self.st.recycled) {
-                if r.shared && r.born != g {
-                    self.unrecycle(r);
-                } else {
-                    self.st.recycled.push(r);
+        let synced = region.synced_generation();
+        let as_is = |r: &Recycled| !file || (solo && !r.shared && r.wait == Wait::Clean);
+        if file {
+            // Zero what can be zeroed now, to be reused after the next sync (above): clean
+            // shared chunks begun before the latest sync started, and dead chunks whose
+            // replacing records are on the disk.
+            for i in 0..self.st.recycled.len() {
+                let r = self.st.recycled[i];
+                let due = match r.wait {
+                    Wait::Clean => r.shared && r.born != g,
+                    Wait::Dead(d) => synced > d,
+                    Wait::Zeroed(_) => false,
+                };
+                if due && epochs.is_safe(r.epoch) {
+                    let z = self.zero_body(&r)?;
+                    self.st.recycled[i].wait = Wait::Zeroed(z);
                 }
             }
         }
-        let epochs = &self.ctx.epochs;
-        let as_is = |r: &Recycled| !file || (solo && !r.shared);
+        let usable = |r: &Recycled| match r.wait {
+            Wait::Clean => as_is(r) || r.born == g,
+            Wait::Dead(_) => false,
+            Wait::Zeroed(z) => synced > z,
+        };
         let fits = |r: &Recycled| {
-            r.len >= need
-                && r.len <= 2 * want
-                && (as_is(r) || r.born == g)
-                && epochs.is_safe(r.epoch)
+            r.len >= need && r.len <= 2 * want && usable(r) && epochs.is_safe(r.epoch)
         };
         let Some(i) = self.st.recycled.iter().rposition(fits) else { return Ok(None) };
         let r = self.st.recycled.remove(i);
+        if matches!(r.wait, Wait::Zeroed(_)) {
+            return Ok(Some((r.off, r.len, true)));
+        }
         if as_is(&r) {
             return Ok(Some((r.off, r.len, false)));
         }
-        let body = r.off + CHUNK_HEADER_LEN;
-        // SAFETY: the chunk was just taken from this shard's recycled chunks: no reader can
-        // reach it (its grace period has passed), and no other writer (we hold the lock).
-        unsafe { region.zero(body, r.off + r.len - body) }
-            .ok_or(StorageError::Corrupted { offset: r.off, what: "chunk outside the file" })?;
-        // SeqCst: the generation is read after the zeros were stored.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if region.sync_generation() != r.born {
-            self.unrecycle(r);
+        let z = self.zero_body(&r)?;
+        if z != r.born {
+            // A hard sync started meanwhile: wait for one that started after the zeros.
+            self.st.recycled.push(Recycled { wait: Wait::Zeroed(z), ..r });
             return Ok(None);
         }
         Ok(Some((r.off, r.len, true)))
     }
 
+    /// Zeroes the body of the recycled chunk `r` (past its grace period and out of every
+    /// reader's reach); returns [`Region::sync_generation`] read after the zeros.
+    fn zero_body(&self, r: &Recycled) -> Result<u64> {
+        let body = r.off + CHUNK_HEADER_LEN;
+        // SAFETY: the chunk is one of this shard's recycled chunks, whose grace period has
+        // passed (no reader can reach it); we hold the shard lock (no other writer).
+        unsafe { self.ctx.region.zero(body, r.off + r.len - body) }
+            .ok_or(StorageError::Corrupted { offset: r.off, what: "chunk outside the file" })?;
+        // SeqCst: the generation is read after the zeros were stored.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(self.ctx.region.sync_generation())
+    }
+
     /// Called when the record at `off` (`len` bytes, longer than [`SOLO_MIN_LEN`]) has just
-    /// been replaced by a newer record of its key: if it was alone in a solo chunk begun
-    /// since the last hard sync started, the chunk is recycled: this shard reuses it, whole,
-    /// for its next solo chunk that fits, once no reader can still be reading it (the epoch
-    /// is taken after the slot was replaced).
+    /// been replaced by a newer record of its key: if it was alone in a solo chunk, the
+    /// chunk is recycled: this shard reuses it, whole, for a later chunk that fits, once no
+    /// reader can still be reading it (the epoch is taken after the slot was replaced) and
+    /// its [`Wait`] is over (see [`reuse_recycled`](Self::reuse_recycled)).
     ///
-    /// Why that is safe. No sync has promised the old record: none started between its
-    /// chunk's start and now (the generation is unchanged, read after the new record and
-    /// its slot were written), so every sync that completes from here on started after the
-    /// new record was written and promises it, and a crash before one completes may lose
-    /// both. Reuse writes the new header last ([`write_due_header`](Self::write_due_header)),
-    /// at the old header's place, so a chunk never starts inside the old one's extent, which
-    /// the old header would hide from the file's walk. Only replacements recycle: a removal
-    /// marks the record itself, which must stay to keep older records of the key dead.
+    /// Why reusing a clean one as it is for the next solo record is safe. No sync has
+    /// promised the old record: none started between its chunk's start and its replacement
+    /// (the generation was unchanged, read after the new record and its slot were written),
+    /// so every sync that completes from then on started after the new record was written
+    /// and promises it, and a crash before one completes may lose both. Reuse writes the new
+    /// header last ([`write_due_header`](Self::write_due_header)), at the old header's place,
+    /// so a chunk never starts inside the old one's extent, which the old header would hide
+    /// from the file's walk. Only replacements recycle: a removal marks the record itself,
+    /// which must stay to keep older records of the key dead.
     ///
     /// Returns whether the record was a solo chunk's (recycled or not).
     #[cold]
     fn recycle(&mut self, off: u64, len: u64) -> bool {
         let Some(chunk) = off.checked_sub(CHUNK_HEADER_LEN) else { return false };
         let Some(s) = self.st.solo.remove(&chunk) else { return false };
-        let region = &self.ctx.region;
-        if !region.is_anonymous() && s.born != region.sync_generation() {
-            // Promised by a sync: an ordinary dead chunk from now on, freed by a rebuild.
-            return true;
-        }
+        let wait = self.wait_for(s.born);
         let Some(c) = self.st.chunks.remove(&(s.seq, chunk)) else { return true };
         self.st.dead_bytes = self.st.dead_bytes.saturating_sub(len);
         if self.st.chunk == chunk {
@@ -996,16 +1034,29 @@ impl<'a> ShardWriter<'a> {
             self.st.cursor = 0;
             self.st.chunk_end = 0;
         }
-        self.push_recycled(c, s.seq, false);
+        self.push_recycled(c, s.seq, false, wait);
         true
     }
 
+    /// What a chunk started at generation `born`, whose last record has just been
+    /// replaced, waits for before its reuse (see [`Wait`]).
+    fn wait_for(&self, born: u64) -> Wait {
+        let region = &self.ctx.region;
+        if region.is_anonymous() {
+            return Wait::Clean;
+        }
+        // SeqCst: the generation is read after the replacing records' stores.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let g = region.sync_generation();
+        if g == born { Wait::Clean } else { Wait::Dead(g) }
+    }
+
     /// Adds the chunk `c` (sequence number `seq`) to the shard's recycled chunks, to be
-    /// reused once the epoch taken now has passed.
-    fn push_recycled(&mut self, c: RecordChunk, seq: u64, shared: bool) {
+    /// reused once the epoch taken now has passed and what `wait` names has happened.
+    fn push_recycled(&mut self, c: RecordChunk, seq: u64, shared: bool, wait: Wait) {
         let epoch = self.ctx.epochs.retire();
         let (off, len, born) = (c.off, c.len, c.born);
-        self.st.recycled.push(Recycled { off, len, seq, born, epoch, shared });
+        self.st.recycled.push(Recycled { off, len, seq, born, epoch, shared, wait });
         if self.st.recycled.len() > MAX_RECYCLED {
             // Sizes that no new chunk asks for any more: back to the dead chunks, for a
             // rebuild to free.
@@ -1055,12 +1106,6 @@ impl<'a> ShardWriter<'a> {
             }
         }
         let Some(c) = c else { return };
-        let region = &self.ctx.region;
-        if !region.is_anonymous() {
-            // Chunks begun before the latest hard sync started can no longer be recycled.
-            let g = region.sync_generation();
-            self.st.fresh.retain(|f| f.born == g);
-        }
         if self.st.fresh.len() == MAX_FRESH {
             self.st.fresh.remove(0);
         }
@@ -1069,31 +1114,20 @@ impl<'a> ShardWriter<'a> {
     }
 
     /// Recycles the fresh chunk `fresh[i]`, whose records are all dead and which is no
-    /// longer the current chunk, if no sync can have promised any of them: this shard then
-    /// reuses it, whole, for a later chunk (see [`reuse_recycled`](Self::reuse_recycled)).
+    /// longer the current chunk: this shard reuses it, whole, for a later chunk once what
+    /// its [`Wait`] names has happened (see [`reuse_recycled`](Self::reuse_recycled)).
     ///
-    /// In a file, no hard sync may have started since the chunk was started (the generation
-    /// is unchanged, read after every record that replaced one of its records was
-    /// written): then no sync has promised its records, nor the records that replaced them.
-    /// In memory nothing replays, and that does not matter. Removals and clears need no
-    /// check (unlike a rebuild's, see [`ShardState::killed`]): a chunk counts as dead only
-    /// when each of its records was replaced by a newer record of its key, and neither a
-    /// removal's `KILLED` mark (on the key's newest record, which nothing replaces after it)
-    /// nor a clear's record ever is.
+    /// Removals and clears need no check (unlike a rebuild's, see [`ShardState::killed`]): a
+    /// chunk counts as dead only when each of its records was replaced by a newer record of
+    /// its key, and neither a removal's `KILLED` mark (on the key's newest record, which
+    /// nothing replaces after it) nor a clear's record ever is.
     #[cold]
     fn recycle_fresh(&mut self, i: usize) {
         let f = self.st.fresh.remove(i);
-        let region = &self.ctx.region;
-        if !region.is_anonymous() {
-            // SeqCst: the generation is read after the replacing records' stores.
-            std::sync::atomic::fence(Ordering::SeqCst);
-            if f.born != region.sync_generation() {
-                return;
-            }
-        }
+        let wait = self.wait_for(f.born);
         let Some(c) = self.st.chunks.remove(&(f.seq, f.off)) else { return };
         self.st.dead_bytes = self.st.dead_bytes.saturating_sub(f.dead);
-        self.push_recycled(c, f.seq, true);
+        self.push_recycled(c, f.seq, true, wait);
     }
 
     /// Makes a recycled chunk an ordinary dead chunk of the shard again (on disk it is one).
@@ -1376,10 +1410,10 @@ impl<'a> ShardWriter<'a> {
         self.ctx.write_chunk_header(c.first_chunk, &h)
     }
 
-    /// Bytes of this shard's live record chunks (for tests).
+    /// Bytes of this shard's record chunks, recycled ones included (for tests).
     #[cfg(test)]
     pub(crate) fn chunk_bytes(&self) -> u64 {
-        self.st.chunks.values().map(|r| r.len).sum()
+        self.st.chunks.values().map(|r| r.len).sum::<u64>() + self.recycled_bytes()
     }
 
     /// Tombstone slots in this shard's table (for tests).

@@ -76,6 +76,11 @@ fn child_process() {
                         for i in 0..SMALL_KEYS {
                             db.set(&small_key(i), &small_value(round, j)).unwrap();
                         }
+                        if j % 100 == 99 {
+                            // Syncs inside the round too: chunks whose records a sync
+                            // promised are recycled after the next ones (`Wait::Dead`).
+                            db.sync(Durability::Hard).unwrap();
+                        }
                     }
                 }
                 for k in 0..200u32 {

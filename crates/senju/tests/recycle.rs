@@ -112,20 +112,24 @@ fn a_copy_taken_while_open_recovers_the_latest_values() {
     assert_eq!(copy.len(), 12 + 150);
 }
 
+/// A value promised by a sync and then replaced leaves its chunk to be reused too, once the
+/// records that replaced it are on the disk (a sync later) and the chunk's zeros are (one
+/// more): with a hard sync after every set, the file stays a few chunks long.
 #[test]
-fn a_sync_keeps_the_replaced_chunk_for_a_rebuild() {
+fn a_sync_after_every_set_delays_the_reuse_of_large_chunks() {
     let dir = TempDir::new("recycle-sync");
     let db = Db::builder().shards(1).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
-    db.set(b"k", &value(1, BIG)).unwrap();
-    db.sync(Durability::Hard).unwrap();
-    db.set(b"k", &value(2, BIG)).unwrap();
-    // The first value was promised by the sync: its chunk stays, dead, until a rebuild.
-    let dead = db.stats().unwrap().dead_bytes;
-    assert!(dead >= BIG as u64, "dead {dead}");
-    // The second was not: replacing it recycles its chunk, and the dead bytes stay.
-    db.set(b"k", &value(3, BIG)).unwrap();
-    assert_eq!(db.stats().unwrap().dead_bytes, dead);
-    assert_eq!(db.get(b"k").unwrap(), Some(value(3, BIG)));
+    for round in 0..200u64 {
+        db.set(b"k", &value(round as u8, BIG)).unwrap();
+        db.sync(Durability::Hard).unwrap();
+    }
+    let s = db.stats().unwrap();
+    // 200 values of 64 KiB: 13 MB without reuse.
+    assert!(s.file_bytes < 2 << 20, "{s:?}");
+    assert!(s.dead_bytes < 4 * BIG as u64, "{s:?}");
+    std::fs::copy(dir.file("r.sj"), dir.file("copy.sj")).unwrap();
+    let copy = open(&dir, "copy.sj");
+    assert_eq!(copy.get(b"k").unwrap(), Some(value(199, BIG)));
 }
 
 #[test]
@@ -293,17 +297,55 @@ fn rewriting_small_values_in_memory_reuses_their_chunks() {
     check_small(&db, 40, 9_999);
 }
 
-/// A hard sync after every round promises each record before it is replaced: no chunk is
-/// recycled, and the dead records wait for a rebuild.
+/// A hard sync after every round promises each record before it is replaced: the chunks
+/// are reused all the same, a sync after the records that replaced theirs were written and
+/// one more after they were zeroed. The records all have one length, so that an old record
+/// left in a reused chunk would begin right where the new ones end and replay after them.
 #[test]
-fn a_sync_between_small_rewrites_keeps_their_chunks() {
+fn a_sync_between_small_rewrites_delays_their_reuse() {
+    let key = |i: u64| format!("fixed{i:04}").into_bytes();
+    let value = |round: u64, i: u64| [round.to_le_bytes(), i.to_le_bytes()].concat();
     let dir = TempDir::new("recycle-small-sync");
     let db = Db::builder().shards(2).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
-    rewrite_small(&db, 400, 0..100, |_| db.sync(Durability::Hard).unwrap());
+    for round in 0..300 {
+        for i in 0..400 {
+            db.set(&key(i), &value(round, i)).unwrap();
+        }
+        db.sync(Durability::Hard).unwrap();
+    }
     let s = db.stats().unwrap();
-    // 99 rounds of 400 replaced records of 18-26 bytes, all dead.
-    assert!(s.dead_bytes >= 99 * 400 * 18, "{s:?}");
-    check_small(&db, 400, 99);
+    // 299 rounds of 400 replaced records of 31 bytes: 3.7 MB without reuse.
+    assert!(s.dead_bytes < 256 << 10, "{s:?}");
+    assert!(s.file_bytes < 1 << 20, "{s:?}");
+    std::fs::copy(dir.file("r.sj"), dir.file("copy.sj")).unwrap();
+    let copy = open(&dir, "copy.sj");
+    for i in 0..400 {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(value(299, i)), "key {i}");
+        assert_eq!(copy.get(&key(i)).unwrap(), Some(value(299, i)), "key {i} in the copy");
+    }
+}
+
+/// Chunks recycled just before a hard sync are zeroed and reused after the next one: with a
+/// sync every 500 rounds, the file stays as small as without syncs.
+#[test]
+fn chunks_recycled_before_a_sync_are_reused_after_the_next() {
+    let dir = TempDir::new("recycle-small-periodic-sync");
+    let db = Db::builder().shards(2).auto_rebuild(None).open(dir.file("r.sj")).unwrap();
+    rewrite_small(&db, 40, 0..10_000, |round| {
+        if round % 500 == 499 {
+            db.sync(Durability::Hard).unwrap();
+        }
+    });
+    let s = db.stats().unwrap();
+    // Without the reuse after a sync, each of the 20 syncs left each shard's recycled
+    // chunks (2-3 of 32 KiB) dead: about 3 MB.
+    assert!(s.dead_bytes < 256 << 10, "{s:?}");
+    assert!(s.file_bytes < 2 << 20, "{s:?}");
+    check_small(&db, 40, 9_999);
+    db.close().unwrap();
+    drop(db);
+    let report = senju::check(dir.file("r.sj")).unwrap();
+    assert!(report.is_ok() && report.closed_cleanly, "{report:?}");
 }
 
 /// Removals mark records in place, and the marks must stay: a chunk whose other records

@@ -1,6 +1,7 @@
 //! 64 KiB values rewritten over 256 keys: how large does the file get, how fast does it run?
 //! Arguments: PATH [SECONDS=20] [off: no automatic rebuilds]; `SIZE=16384` in the
-//! environment for values of another size (default 65536).
+//! environment for values of another size (default 65536); `SYNC=n` for a hard sync after
+//! every n sets (default: none).
 use std::time::Instant;
 
 fn main() {
@@ -15,6 +16,7 @@ fn main() {
     }
     let db = builder.open(path).expect("open");
     let size: u32 = std::env::var("SIZE").map_or(65536, |s| s.parse().expect("SIZE"));
+    let sync_every: u64 = std::env::var("SYNC").map_or(0, |s| s.parse().expect("SYNC"));
     let value: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     for i in 0..256 {
         db.set(format!("{i:016}").as_bytes(), &value).expect("set");
@@ -44,6 +46,9 @@ fn main() {
             let got = db.get(key.as_bytes()).expect("get").expect("present");
             assert_eq!(got.len(), value.len());
             sets += 1;
+            if sync_every > 0 && sets % sync_every == 0 {
+                db.sync(senju::Durability::Hard).expect("sync");
+            }
         }
     }
     let elapsed = t0.elapsed().as_secs_f64();
