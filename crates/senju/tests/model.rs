@@ -22,8 +22,12 @@ enum Op {
     Clear,
     /// Compact every shard (`Db::rebuild`): the contents stay as they are.
     Rebuild,
-    /// A hard sync: the chunks begun before it are promised, and are not recycled when
-    /// their records are replaced.
+    /// Rewrite keys `0..keys` with small values `passes` times over: whole chunks of small
+    /// records die, and are recycled and reused (`tests/recycle.rs`) among the other
+    /// operations.
+    Burst(u8, u8),
+    /// A hard sync: the chunks begun before it are promised, and their recycling waits for
+    /// later syncs.
     Sync,
     /// Close and reopen the file (clean shutdown).
     Reopen,
@@ -61,6 +65,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => k.clone().prop_map(Op::Update),
         4 => k.prop_map(Op::Get),
         1 => Just(Op::Clear),
+        1 => (20u8..200, 1u8..40).prop_map(|(passes, keys)| Op::Burst(passes, keys)),
         1 => Just(Op::Rebuild),
         1 => Just(Op::Sync),
         1 => Just(Op::Reopen),
@@ -131,6 +136,15 @@ fn apply(
         Op::Clear => {
             db.clear().unwrap();
             model.clear();
+        }
+        Op::Burst(passes, keys) => {
+            for pass in 0..passes {
+                for k in 0..keys {
+                    let v = format!("burst {pass} {k}").into_bytes();
+                    db.set(&key(k), &v).unwrap();
+                    model.insert(key(k), v);
+                }
+            }
         }
         Op::Rebuild => db.rebuild().unwrap(),
         Op::Sync => db.sync(senju::Durability::Hard).unwrap(),
