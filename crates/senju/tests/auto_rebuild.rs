@@ -168,6 +168,11 @@ fn readers_see_whole_values_during_automatic_rebuilds() {
             for k in 0..keys {
                 db.set(&k.to_le_bytes(), &value(round, k, 2000)).unwrap();
             }
+            // A removed record is never recycled (its mark must stay), so the passes have
+            // dead records to reclaim whatever recycling takes (`tests/recycle.rs`).
+            let junk = format!("junk {round}").into_bytes();
+            db.set(&junk, &[0; 2000]).unwrap();
+            db.remove(&junk).unwrap();
         }
         wait_until(&db, "a pass", |s| s.auto_rebuilds > 0);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
