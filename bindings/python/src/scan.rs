@@ -114,6 +114,9 @@ impl Scan {
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.inner.check_open(py)?;
+        // In a child of `fork`, ForkedError as for every call, even with entries copied
+        // before the fork still buffered.
+        self.inner.db.check_fork().map_err(|e| errors::storage(py, e))?;
         // The state is unlocked again before any object is made.
         let Some((k, v)) = self.next_entry(py)? else { return Ok(None) };
         Ok(Some(match self.kind {

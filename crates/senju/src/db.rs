@@ -216,6 +216,14 @@ impl Db {
         self.core.ctx.closed.load(Ordering::Relaxed)
     }
 
+    /// Fails with [`StorageError::Forked`] in a child made by `fork` of the process that
+    /// opened this handle, as every other call there does. One load: no lock, no read of the
+    /// store. For callers that hand out data they copied from the store before, such as a
+    /// binding's buffered scan, so that they fail in a child too.
+    pub fn check_fork(&self) -> Result<()> {
+        self.core.ctx.region.check_fork()
+    }
+
     /// Fails with `Forked` in a child of `fork`, and with `ReadOnly` on a read-only handle
     /// (checked before any write that does not go through [`route_index`](Db::route_index)).
     #[inline]
