@@ -39,12 +39,12 @@ pub struct Stats {
     pub live_bytes: u64,
     /// Bytes of records that are overwritten or removed (reclaimed by the next rebuild; a
     /// chunk whose records were all replaced is reused instead, and its bytes move to
-    /// `free_bytes`).
+    /// `free_bytes`, once no sync it must wait for is pending).
     pub dead_bytes: u64,
     /// Bytes inside the file that no chunk uses (left by replaced index tables and by
     /// rebuilds; new chunks of any shard reuse them before the file grows), and chunks whose
-    /// records were all replaced (the same shard's next chunks reuse them, some only after
-    /// a sync or two; see `docs/design.md` §3.1, "Shared chunks and recycling").
+    /// records were all replaced and which the same shard's next chunks can reuse at once
+    /// (see `docs/design.md` §3.1, "Shared chunks and recycling").
     pub free_bytes: u64,
     /// Automatic rebuilds done by this handle (passes that rebuilt at least one shard; see
     /// [`Builder::auto_rebuild`](crate::Builder::auto_rebuild)).

@@ -284,6 +284,12 @@ struct Recycled {
     shared: bool,
     /// What its reuse waits for (see [`ShardWriter::reuse_recycled`]).
     wait: Wait,
+    /// Bytes of its dead records.
+    dead: u64,
+    /// Whether they still count in the shard's `dead_bytes`: while it waits for a sync
+    /// (`Dead`, `Zeroed`), so that automatic rebuilds see space that may stay unused for
+    /// as long as no sync comes; not while it is reusable at once (`Clean`).
+    counted: bool,
 }
 
 /// What a recycled chunk waits for before its reuse. Generations are
@@ -961,7 +967,7 @@ impl<'a> ShardWriter<'a> {
                 };
                 if due && epochs.is_safe(r.epoch) {
                     let z = self.zero_body(&r)?;
-                    self.st.recycled[i].wait = Wait::Zeroed(z);
+                    self.wait_zeroed(i, z);
                 }
             }
         }
@@ -974,20 +980,21 @@ impl<'a> ShardWriter<'a> {
             r.len >= need && r.len <= 2 * want && usable(r) && epochs.is_safe(r.epoch)
         };
         let Some(i) = self.st.recycled.iter().rposition(fits) else { return Ok(None) };
-        let r = self.st.recycled.remove(i);
-        if matches!(r.wait, Wait::Zeroed(_)) {
-            return Ok(Some((r.off, r.len, true)));
+        let r = self.st.recycled[i];
+        if !matches!(r.wait, Wait::Zeroed(_)) && !as_is(&r) {
+            let z = self.zero_body(&r)?;
+            if z != r.born {
+                // A hard sync started meanwhile: wait for one that started after the zeros.
+                self.wait_zeroed(i, z);
+                return Ok(None);
+            }
         }
-        if as_is(&r) {
-            return Ok(Some((r.off, r.len, false)));
+        self.st.recycled.remove(i);
+        if r.counted {
+            self.st.dead_bytes = self.st.dead_bytes.saturating_sub(r.dead);
         }
-        let z = self.zero_body(&r)?;
-        if z != r.born {
-            // A hard sync started meanwhile: wait for one that started after the zeros.
-            self.st.recycled.push(Recycled { wait: Wait::Zeroed(z), ..r });
-            return Ok(None);
-        }
-        Ok(Some((r.off, r.len, true)))
+        let zeroed = r.wait != Wait::Clean || !as_is(&r);
+        Ok(Some((r.off, r.len, zeroed)))
     }
 
     /// Zeroes the body of the recycled chunk `r` (past its grace period and out of every
@@ -1026,7 +1033,6 @@ impl<'a> ShardWriter<'a> {
         let Some(s) = self.st.solo.remove(&chunk) else { return false };
         let wait = self.wait_for(s.born);
         let Some(c) = self.st.chunks.remove(&(s.seq, chunk)) else { return true };
-        self.st.dead_bytes = self.st.dead_bytes.saturating_sub(len);
         if self.st.chunk == chunk {
             // A clean close records the current chunk in the directory, and a recycled one
             // may be gone by then.
@@ -1034,7 +1040,7 @@ impl<'a> ShardWriter<'a> {
             self.st.cursor = 0;
             self.st.chunk_end = 0;
         }
-        self.push_recycled(c, s.seq, false, wait);
+        self.push_recycled(c, s.seq, false, wait, len);
         true
     }
 
@@ -1051,12 +1057,18 @@ impl<'a> ShardWriter<'a> {
         if g == born { Wait::Clean } else { Wait::Dead(g) }
     }
 
-    /// Adds the chunk `c` (sequence number `seq`) to the shard's recycled chunks, to be
-    /// reused once the epoch taken now has passed and what `wait` names has happened.
-    fn push_recycled(&mut self, c: RecordChunk, seq: u64, shared: bool, wait: Wait) {
+    /// Adds the chunk `c` (sequence number `seq`, `dead` bytes of dead records) to the
+    /// shard's recycled chunks, to be reused once the epoch taken now has passed and what
+    /// `wait` names has happened. A clean one stops counting as dead at once.
+    fn push_recycled(&mut self, c: RecordChunk, seq: u64, shared: bool, wait: Wait, dead: u64) {
         let epoch = self.ctx.epochs.retire();
         let (off, len, born) = (c.off, c.len, c.born);
-        self.st.recycled.push(Recycled { off, len, seq, born, epoch, shared, wait });
+        let counted = wait != Wait::Clean;
+        if !counted {
+            self.st.dead_bytes = self.st.dead_bytes.saturating_sub(dead);
+        }
+        let r = Recycled { off, len, seq, born, epoch, shared, wait, dead, counted };
+        self.st.recycled.push(r);
         if self.st.recycled.len() > MAX_RECYCLED {
             // Sizes that no new chunk asks for any more: back to the dead chunks, for a
             // rebuild to free.
@@ -1126,33 +1138,53 @@ impl<'a> ShardWriter<'a> {
         let f = self.st.fresh.remove(i);
         let wait = self.wait_for(f.born);
         let Some(c) = self.st.chunks.remove(&(f.seq, f.off)) else { return };
-        self.st.dead_bytes = self.st.dead_bytes.saturating_sub(f.dead);
-        self.push_recycled(c, f.seq, true, wait);
+        self.push_recycled(c, f.seq, true, wait, f.dead);
     }
 
     /// Makes a recycled chunk an ordinary dead chunk of the shard again (on disk it is one).
     fn unrecycle(&mut self, r: Recycled) {
         self.st.chunks.insert((r.seq, r.off), RecordChunk { off: r.off, len: r.len, born: r.born });
-        self.st.dead_bytes += r.len;
+        if !r.counted {
+            self.st.dead_bytes += r.len;
+        }
+    }
+
+    /// Marks `recycled[i]` as waiting for a sync (see [`Recycled::counted`]).
+    fn wait_zeroed(&mut self, i: usize, z: u64) {
+        let r = &mut self.st.recycled[i];
+        r.wait = Wait::Zeroed(z);
+        if !r.counted {
+            r.counted = true;
+            self.st.dead_bytes += r.dead;
+        }
     }
 
     /// Hands the recycled chunks whose grace period has passed to the file's free space (for
-    /// `close`, which punches it; the others stay what they are on disk, valid chunks of this
-    /// shard whose record a newer one overrides).
+    /// `close`, which punches it before it syncs; the others stay what they are on disk,
+    /// valid chunks of this shard whose records newer ones override). Except a chunk whose
+    /// records a sync may have promised while the records that replaced them may not be on
+    /// the disk yet (`Wait::Dead`, no sync completed since): punched now, a crash could lose
+    /// both, so it stays a dead chunk of the shard, for a rebuild to free.
     pub(crate) fn release_recycled(&mut self) {
-        let ctx = self.ctx;
-        self.st.recycled.retain(|r| {
-            let safe = ctx.epochs.is_safe(r.epoch);
-            if safe {
-                ctx.free.add(r.off, r.len);
+        let synced = self.ctx.region.synced_generation();
+        for r in std::mem::take(&mut self.st.recycled) {
+            if !self.ctx.epochs.is_safe(r.epoch) {
+                self.st.recycled.push(r);
+            } else if matches!(r.wait, Wait::Dead(d) if synced <= d) {
+                self.unrecycle(r);
+            } else {
+                if r.counted {
+                    self.st.dead_bytes = self.st.dead_bytes.saturating_sub(r.dead);
+                }
+                self.ctx.free.add(r.off, r.len);
             }
-            !safe
-        });
+        }
     }
 
-    /// Bytes of the shard's recycled chunks (free space only this shard reuses).
+    /// Bytes of the shard's recycled chunks that it can reuse at once (free space only this
+    /// shard reuses; those waiting for a sync count as dead records).
     pub(crate) fn recycled_bytes(&self) -> u64 {
-        self.st.recycled.iter().map(|r| r.len).sum()
+        self.st.recycled.iter().filter(|r| !r.counted).map(|r| r.len).sum()
     }
 
     /// Points the index at the record at `off` (already written); the probe `p` was made on
@@ -1413,7 +1445,8 @@ impl<'a> ShardWriter<'a> {
     /// Bytes of this shard's record chunks, recycled ones included (for tests).
     #[cfg(test)]
     pub(crate) fn chunk_bytes(&self) -> u64 {
-        self.st.chunks.values().map(|r| r.len).sum::<u64>() + self.recycled_bytes()
+        let chunks: u64 = self.st.chunks.values().map(|r| r.len).sum();
+        chunks + self.st.recycled.iter().map(|r| r.len).sum::<u64>()
     }
 
     /// Tombstone slots in this shard's table (for tests).
