@@ -284,12 +284,17 @@ struct Recycled {
     shared: bool,
     /// What its reuse waits for (see [`ShardWriter::reuse_recycled`]).
     wait: Wait,
-    /// Bytes of its dead records.
+    /// Bytes of its dead records (see [`counted`](Recycled::counted)).
     dead: u64,
-    /// Whether they still count in the shard's `dead_bytes`: while it waits for a sync
-    /// (`Dead`, `Zeroed`), so that automatic rebuilds see space that may stay unused for
-    /// as long as no sync comes; not while it is reusable at once (`Clean`).
-    counted: bool,
+}
+
+impl Recycled {
+    /// Whether its dead records still count in the shard's `dead_bytes`: while it waits for
+    /// a sync (`Dead`, `Zeroed`), so that automatic rebuilds see space that may stay unused
+    /// for as long as no sync comes; not while it is reusable at once (`Clean`).
+    fn counted(&self) -> bool {
+        self.wait != Wait::Clean
+    }
 }
 
 /// What a recycled chunk waits for before its reuse. Generations are
@@ -990,7 +995,7 @@ impl<'a> ShardWriter<'a> {
             }
         }
         self.st.recycled.remove(i);
-        if r.counted {
+        if r.counted() {
             self.st.dead_bytes = self.st.dead_bytes.saturating_sub(r.dead);
         }
         let zeroed = r.wait != Wait::Clean || !as_is(&r);
@@ -1063,11 +1068,10 @@ impl<'a> ShardWriter<'a> {
     fn push_recycled(&mut self, c: RecordChunk, seq: u64, shared: bool, wait: Wait, dead: u64) {
         let epoch = self.ctx.epochs.retire();
         let (off, len, born) = (c.off, c.len, c.born);
-        let counted = wait != Wait::Clean;
-        if !counted {
+        if wait == Wait::Clean {
             self.st.dead_bytes = self.st.dead_bytes.saturating_sub(dead);
         }
-        let r = Recycled { off, len, seq, born, epoch, shared, wait, dead, counted };
+        let r = Recycled { off, len, seq, born, epoch, shared, wait, dead };
         self.st.recycled.push(r);
         if self.st.recycled.len() > MAX_RECYCLED {
             // Sizes that no new chunk asks for any more: back to the dead chunks, for a
@@ -1144,19 +1148,20 @@ impl<'a> ShardWriter<'a> {
     /// Makes a recycled chunk an ordinary dead chunk of the shard again (on disk it is one).
     fn unrecycle(&mut self, r: Recycled) {
         self.st.chunks.insert((r.seq, r.off), RecordChunk { off: r.off, len: r.len, born: r.born });
-        if !r.counted {
+        if !r.counted() {
             self.st.dead_bytes += r.len;
         }
     }
 
-    /// Marks `recycled[i]` as waiting for a sync (see [`Recycled::counted`]).
+    /// Marks `recycled[i]` as zeroed at generation `z`, waiting for a sync (see
+    /// [`Recycled::counted`]).
     fn wait_zeroed(&mut self, i: usize, z: u64) {
-        let r = &mut self.st.recycled[i];
-        r.wait = Wait::Zeroed(z);
-        if !r.counted {
-            r.counted = true;
-            self.st.dead_bytes += r.dead;
+        let st = &mut *self.st;
+        let r = &mut st.recycled[i];
+        if !r.counted() {
+            st.dead_bytes += r.dead;
         }
+        r.wait = Wait::Zeroed(z);
     }
 
     /// Hands the recycled chunks whose grace period has passed to the file's free space (for
@@ -1173,7 +1178,7 @@ impl<'a> ShardWriter<'a> {
             } else if matches!(r.wait, Wait::Dead(d) if synced <= d) {
                 self.unrecycle(r);
             } else {
-                if r.counted {
+                if r.counted() {
                     self.st.dead_bytes = self.st.dead_bytes.saturating_sub(r.dead);
                 }
                 self.ctx.free.add(r.off, r.len);
@@ -1184,7 +1189,7 @@ impl<'a> ShardWriter<'a> {
     /// Bytes of the shard's recycled chunks that it can reuse at once (free space only this
     /// shard reuses; those waiting for a sync count as dead records).
     pub(crate) fn recycled_bytes(&self) -> u64 {
-        self.st.recycled.iter().filter(|r| !r.counted).map(|r| r.len).sum()
+        self.st.recycled.iter().filter(|r| !r.counted()).map(|r| r.len).sum()
     }
 
     /// Points the index at the record at `off` (already written); the probe `p` was made on
