@@ -65,7 +65,7 @@ pub(crate) struct Region {
     grow_max: u64,
     /// Hard syncs started so far, plus one (see [`sync_generation`](Region::sync_generation)).
     hard_syncs: AtomicU64,
-    /// The highest generation that a completed hard sync raised [`hard_syncs`] to (see
+    /// The highest generation that a completed hard sync raised [`hard_syncs`](Self::hard_syncs) to (see
     /// [`synced_generation`](Region::synced_generation)); 0 before the first.
     synced: AtomicU64,
     /// The first failed sync, as its error's kind, number and message. Linux reports a
