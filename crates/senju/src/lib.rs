@@ -77,11 +77,42 @@ pub use format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use iter::{Cursor, Iter};
 pub use salvage::{SalvageReport, salvage, salvage_with_progress};
 
-/// Fault injection for tests (`tests/rebuild_crash.rs`, `tests/no_punch.rs`). Not part of
-/// the API.
+/// Fault injection and observation for tests (`tests/rebuild_crash.rs`, `tests/no_punch.rs`,
+/// `tests/power_cut.rs`). Not part of the API.
 #[doc(hidden)]
 pub mod testing {
+    use std::cell::RefCell;
     use std::sync::atomic::AtomicBool;
+
+    /// What [`on_hard_sync`] installs.
+    pub type SyncObserver = Box<dyn FnMut(bool)>;
+
+    thread_local! {
+        static ON_HARD_SYNC: RefCell<Option<SyncObserver>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` on this thread around each hard sync of a file (`fdatasync` or `fsync`) that
+    /// this thread makes, until replaced (`None` removes it): `f(false)` just before the
+    /// sync starts, `f(true)` once it has completed, when every byte the file held as it
+    /// started is on the disk. `tests/power_cut.rs` copies the file at both, to build the
+    /// states a power cut could leave.
+    pub fn on_hard_sync(f: Option<SyncObserver>) {
+        ON_HARD_SYNC.with(|h| *h.borrow_mut() = f);
+    }
+
+    /// Called by the region before (`done` false) and after (`done` true) each hard sync.
+    pub(crate) fn hard_sync(done: bool) {
+        // `try_with`: a sync during the thread's teardown (a handle dropped by a thread-local
+        // destructor) finds no observer. A sync made inside the observer does not call it
+        // again.
+        let _ = ON_HARD_SYNC.try_with(|h| {
+            if let Ok(mut h) = h.try_borrow_mut()
+                && let Some(f) = h.as_mut()
+            {
+                f(done);
+            }
+        });
+    }
 
     /// When set, a rebuild aborts the process right after it zeroed the old chunks that no
     /// sync had promised, before anything is synced or committed: the state a crash there
