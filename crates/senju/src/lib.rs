@@ -81,37 +81,49 @@ pub use salvage::{SalvageReport, salvage, salvage_with_progress};
 /// `tests/power_cut.rs`). Not part of the API.
 #[doc(hidden)]
 pub mod testing {
-    use std::cell::RefCell;
-    use std::sync::atomic::AtomicBool;
+    use std::fs::File;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     /// What [`on_hard_sync`] installs.
-    pub type SyncObserver = Box<dyn FnMut(bool)>;
+    pub type SyncObserver = Box<dyn FnMut(bool) + Send>;
 
-    thread_local! {
-        static ON_HARD_SYNC: RefCell<Option<SyncObserver>> = const { RefCell::new(None) };
+    /// The observers, by file (device and inode number).
+    static OBSERVERS: Mutex<Vec<((u64, u64), SyncObserver)>> = Mutex::new(Vec::new());
+    /// Whether any observer is installed (syncs skip the look-up otherwise).
+    static OBSERVED: AtomicBool = AtomicBool::new(false);
+
+    /// Runs `f` around each hard sync of the file at `path` (`fdatasync` or `fsync`, by any
+    /// thread), until replaced (`None` removes it): `f(false)` just before the sync starts,
+    /// `f(true)` once it has completed, when every byte the file held as it started is on
+    /// the disk. Calls for one file never overlap. `tests/power_cut.rs` copies the file at
+    /// both, to build the states a power cut could leave.
+    pub fn on_hard_sync(path: &Path, f: Option<SyncObserver>) -> std::io::Result<()> {
+        let meta = std::fs::metadata(path)?;
+        let id = (meta.dev(), meta.ino());
+        let mut all = OBSERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(file, _)| *file != id);
+        if let Some(f) = f {
+            all.push((id, f));
+        }
+        OBSERVED.store(!all.is_empty(), Ordering::SeqCst);
+        Ok(())
     }
 
-    /// Runs `f` on this thread around each hard sync of a file (`fdatasync` or `fsync`) that
-    /// this thread makes, until replaced (`None` removes it): `f(false)` just before the
-    /// sync starts, `f(true)` once it has completed, when every byte the file held as it
-    /// started is on the disk. `tests/power_cut.rs` copies the file at both, to build the
-    /// states a power cut could leave.
-    pub fn on_hard_sync(f: Option<SyncObserver>) {
-        ON_HARD_SYNC.with(|h| *h.borrow_mut() = f);
-    }
-
-    /// Called by the region before (`done` false) and after (`done` true) each hard sync.
-    pub(crate) fn hard_sync(done: bool) {
-        // `try_with`: a sync during the thread's teardown (a handle dropped by a thread-local
-        // destructor) finds no observer. A sync made inside the observer does not call it
-        // again.
-        let _ = ON_HARD_SYNC.try_with(|h| {
-            if let Ok(mut h) = h.try_borrow_mut()
-                && let Some(f) = h.as_mut()
-            {
-                f(done);
-            }
-        });
+    /// Called by the region before (`done` false) and after (`done` true) each hard sync of
+    /// `file`.
+    pub(crate) fn hard_sync(file: &File, done: bool) {
+        if !OBSERVED.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(meta) = file.metadata() else { return };
+        let id = (meta.dev(), meta.ino());
+        let mut all = OBSERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, f)) = all.iter_mut().find(|(file, _)| *file == id) {
+            f(done);
+        }
     }
 
     /// When set, a rebuild aborts the process right after it zeroed the old chunks that no

@@ -733,7 +733,7 @@ impl Region {
             return Ok(());
         }
         self.check_synced()?;
-        crate::testing::hard_sync(false);
+        crate::testing::hard_sync(&self.file, false);
         self.file.sync_all().map_err(|e| self.sync_failed(e))?;
         self.hard_sync_done(g);
         Ok(())
@@ -789,7 +789,7 @@ impl Region {
     /// Records that the hard sync that raised the count to `g` completed.
     fn hard_sync_done(&self, g: u64) {
         self.synced.fetch_max(g, Ordering::SeqCst);
-        crate::testing::hard_sync(true);
+        crate::testing::hard_sync(&self.file, true);
     }
 
     /// The highest generation whose hard sync has completed: bytes stored in the map while
@@ -894,7 +894,7 @@ impl Region {
         }
         self.check_synced()?;
         if hard {
-            crate::testing::hard_sync(false);
+            crate::testing::hard_sync(&self.file, false);
             // fdatasync writes back the page cache pages of this file, including those
             // dirtied through MAP_SHARED mappings, and the file size.
             // SAFETY: a plain syscall on our own descriptor.

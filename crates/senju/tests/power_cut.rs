@@ -4,8 +4,8 @@
 //! A process crash keeps every write in the page cache (`tests/process.rs`, `tests/model.rs`);
 //! a power cut keeps only what the kernel wrote back, page by page, in any order. The test
 //! runs operations on a file and copies the file after each operation and just before and
-//! just after each hard sync (`senju::testing::on_hard_sync`, which fires inside rebuilds
-//! too). From those copies it builds crash images for a cut at any recorded moment `C`: with
+//! just after each hard sync (`senju::testing::on_hard_sync`, which fires inside rebuilds,
+//! automatic ones on their own thread too). From those copies it builds crash images for a cut at any recorded moment `C`: with
 //! `L` the last completed hard sync at or before `C`, each 4 KiB page holds what it held at
 //! `L` or any version it had between `L` and `C` (a page written back at any moment), often
 //! a different choice per 512-byte sector (a torn page), and the file length is one it had
@@ -31,11 +31,11 @@
 
 mod common;
 
-use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
 
 use common::TempDir;
 use proptest::prelude::*;
@@ -125,8 +125,11 @@ impl Recorder {
         }
     }
 
-    fn record(&mut self, moment: Moment) {
+    /// Copies the file now. `floor`, read before the copy, counts operations that completed
+    /// before it; `ceil`, called after it, counts those that started before it ended.
+    fn record(&mut self, synced: bool, floor: usize, ceil: impl FnOnce() -> usize) {
         let now = std::fs::read(&self.path).unwrap();
+        let moment = Moment { floor, ceil: ceil(), synced };
         let at = self.moments.len();
         let n = now.len().max(self.last.len()).div_ceil(PAGE);
         if self.pages.len() < n {
@@ -199,26 +202,31 @@ fn allowed(hist: &History, k: &[u8], floor: usize, ceil: usize) -> Vec<Value> {
     ok
 }
 
-fn run(ops: Vec<Op>, seed: u64, shards: u32, cuts: usize) {
+/// Runs `ops`, then checks `cuts` crash images; returns the automatic rebuild passes made.
+fn run(ops: Vec<Op>, seed: u64, shards: u32, auto_rebuild: Option<u64>, cuts: usize) -> u64 {
     let dir = TempDir::new("power-cut");
     let path = dir.file("p.sj");
-    let rec = Rc::new(RefCell::new(Recorder::new(&path)));
-    // The operations completed, and whether one is running.
-    let done = Rc::new(Cell::new(0usize));
-    let running = Rc::new(Cell::new(false));
+    let rec = Arc::new(Mutex::new(Recorder::new(&path)));
+    // The operations completed, and whether one is running (automatic rebuilds sync from
+    // their own thread).
+    let done = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(AtomicBool::new(false));
+    // An empty file opens as a new database; it exists now, for the observer to name.
+    std::fs::File::create(&path).unwrap();
     {
         let (rec, done, running) = (rec.clone(), done.clone(), running.clone());
-        senju::testing::on_hard_sync(Some(Box::new(move |synced| {
-            let floor = done.get();
-            let ceil = floor + usize::from(running.get());
-            rec.borrow_mut().record(Moment { floor, ceil, synced });
-        })));
+        let observer = move |synced| {
+            let floor = done.load(SeqCst);
+            let ceil = || done.load(SeqCst) + usize::from(running.load(SeqCst));
+            rec.lock().unwrap().record(synced, floor, ceil);
+        };
+        senju::testing::on_hard_sync(&path, Some(Box::new(observer))).unwrap();
     }
-    let open = || Db::builder().shards(shards).auto_rebuild(None).open(&path).unwrap();
+    let open = || Db::builder().shards(shards).auto_rebuild(auto_rebuild).open(&path).unwrap();
     let mut db = open();
     let mut hist: History = (0..KEYS).map(|k| (key(k), vec![(0, None)])).collect();
     for (i, op) in ops.into_iter().enumerate() {
-        running.set(true);
+        running.store(true, SeqCst);
         let n = i + 1;
         let put = |hist: &mut History, k: Vec<u8>, v: Option<Vec<u8>>| {
             hist.get_mut(&k).unwrap().push((n, v.map(Into::into)));
@@ -266,12 +274,14 @@ fn run(ops: Vec<Op>, seed: u64, shards: u32, cuts: usize) {
                 db = open();
             }
         }
-        running.set(false);
-        done.set(n);
-        rec.borrow_mut().record(Moment { floor: n, ceil: n, synced: false });
+        // In this order: an observer reading both in between counts the operation as
+        // started (`ceil` one too many), never as not yet done.
+        done.store(n, SeqCst);
+        running.store(false, SeqCst);
+        rec.lock().unwrap().record(false, n, || n);
     }
-    senju::testing::on_hard_sync(None);
-    let rec = rec.borrow();
+    senju::testing::on_hard_sync(&path, None).unwrap();
+    let rec = rec.lock().unwrap();
     let first_sync = rec.moments.iter().position(|m| m.synced).expect("open syncs");
     let mut rng = Rng(seed | 1);
     for cut in 0..cuts {
@@ -310,7 +320,9 @@ fn run(ops: Vec<Op>, seed: u64, shards: u32, cuts: usize) {
         std::fs::remove_file(&image).unwrap();
     }
     drop(rec);
+    let passes = db.stats().unwrap().auto_rebuilds;
     db.close().unwrap();
+    passes
 }
 
 /// Keys written after a recovery, and their value.
@@ -325,28 +337,26 @@ fn after_key(i: usize) -> Vec<u8> {
 /// hard sync halfway, recording the file as found (what the disk holds: synced), around
 /// each hard sync, halfway and at the end.
 fn open_recorded(path: &Path, context: &str) -> (Db, Recorder) {
-    let rec = Rc::new(RefCell::new(Recorder::new(path)));
-    rec.borrow_mut().record(Moment { floor: 0, ceil: 0, synced: true });
-    {
+    let rec = Arc::new(Mutex::new(Recorder::new(path)));
+    let moment = |synced| rec.lock().unwrap().record(synced, 0, || 0);
+    moment(true);
+    let observer = {
         let rec = rec.clone();
-        senju::testing::on_hard_sync(Some(Box::new(move |synced| {
-            rec.borrow_mut().record(Moment { floor: 0, ceil: 0, synced });
-        })));
-    }
-    let db = Db::open(path);
-    let moment = || rec.borrow_mut().record(Moment { floor: 0, ceil: 0, synced: false });
-    let db = db.unwrap_or_else(|e| panic!("{context}: open failed: {e}"));
-    moment();
+        move |synced| rec.lock().unwrap().record(synced, 0, || 0)
+    };
+    senju::testing::on_hard_sync(path, Some(Box::new(observer))).unwrap();
+    let db = Db::open(path).unwrap_or_else(|e| panic!("{context}: open failed: {e}"));
+    moment(false);
     for i in 0..AFTER {
         db.set(&after_key(i), AFTER_VALUE).unwrap();
         if i == AFTER / 2 {
-            moment();
+            moment(false);
             db.sync(Durability::Hard).unwrap();
         }
     }
-    moment();
-    senju::testing::on_hard_sync(None);
-    let rec = Rc::try_unwrap(rec).ok().expect("the observer is gone").into_inner();
+    moment(false);
+    senju::testing::on_hard_sync(path, None).unwrap();
+    let rec = Arc::try_unwrap(rec).ok().expect("the observer is gone").into_inner().unwrap();
     (db, rec)
 }
 
@@ -394,12 +404,12 @@ proptest! {
 
     #[test]
     fn one_shard_survives_power_cuts(ops in proptest::collection::vec(op(), 1..80), seed in any::<u64>()) {
-        run(ops, seed, 1, 40);
+        run(ops, seed, 1, None, 40);
     }
 
     #[test]
     fn two_shards_survive_power_cuts(ops in proptest::collection::vec(op(), 1..80), seed in any::<u64>()) {
-        run(ops, seed, 2, 40);
+        run(ops, seed, 2, None, 40);
     }
 }
 
@@ -410,26 +420,44 @@ proptest! {
 #[test]
 fn recycled_chunks_survive_power_cuts() {
     for seed in 1..=8u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mut ops = Vec::new();
-        for i in 0..16u8 {
-            ops.push(Op::Burst(5 + rng.below(100) as u8, 4 + rng.below(8) as u8));
-            if rng.below(3) == 0 {
-                // One length per key and a common first KiB: under a torn header sector, an
-                // old record of the key would read whole.
-                let k = rng.below(3);
-                let mut v = vec![b'='; 1024];
-                v.resize([5000, 12_000, 30_000][k], i);
-                ops.push(Op::Set(KEYS - 1 - k as u8, v));
-            }
-            if rng.below(4) != 0 {
-                ops.push(Op::Sync);
-            }
-            if rng.below(5) == 0 {
-                // Frees the chunks of the bursts so far, for the next chunks to take.
-                ops.push(Op::Rebuild);
-            }
-        }
-        run(ops, seed, 1, 150);
+        run(recycling_ops(seed), seed, 1, None, 150);
     }
+}
+
+/// The same with automatic rebuilds running all along (a 1-byte threshold: whenever a
+/// shard's dead records outweigh its live ones): passes copy, sync, commit and zero from
+/// their own thread, during and between the operations.
+#[test]
+fn automatic_rebuilds_survive_power_cuts() {
+    let mut passes = 0;
+    for seed in 1..=4u64 {
+        passes += run(recycling_ops(seed), seed, 2, Some(1), 100);
+    }
+    // The passes start on their own thread once dead records pile up, which the bursts
+    // make them do many times over (22 passes in a run on the 2-vCPU VM).
+    assert!(passes > 0, "no automatic rebuild ran");
+}
+
+fn recycling_ops(seed: u64) -> Vec<Op> {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut ops = Vec::new();
+    for i in 0..16u8 {
+        ops.push(Op::Burst(5 + rng.below(100) as u8, 4 + rng.below(8) as u8));
+        if rng.below(3) == 0 {
+            // One length per key and a common first KiB: under a torn header sector, an old
+            // record of the key would read whole.
+            let k = rng.below(3);
+            let mut v = vec![b'='; 1024];
+            v.resize([5000, 12_000, 30_000][k], i);
+            ops.push(Op::Set(KEYS - 1 - k as u8, v));
+        }
+        if rng.below(4) != 0 {
+            ops.push(Op::Sync);
+        }
+        if rng.below(5) == 0 {
+            // Frees the chunks of the bursts so far, for the next chunks to take.
+            ops.push(Op::Rebuild);
+        }
+    }
+    ops
 }
