@@ -96,9 +96,10 @@ pub mod testing {
     static OBSERVED: AtomicBool = AtomicBool::new(false);
 
     /// Runs `f` around each hard sync of the file at `path` (`fdatasync` or `fsync`, by any
-    /// thread), until replaced (`None` removes it): `f(false)` just before the sync starts,
-    /// `f(true)` once it has completed, when every byte the file held as it started is on
-    /// the disk. Calls for one file never overlap. `tests/power_cut.rs` copies the file at
+    /// thread), until replaced (`None` removes it): `f(false)` just before the sync starts
+    /// (before the count of started syncs moves, which is what recycling and rebuilds judge
+    /// by), `f(true)` once it has completed, when every byte the file held at `f(false)` is
+    /// on the disk. Calls for one file never overlap. `tests/power_cut.rs` copies the file at
     /// both, to build the states a power cut could leave.
     pub fn on_hard_sync(path: &Path, f: Option<SyncObserver>) -> std::io::Result<()> {
         let meta = std::fs::metadata(path)?;

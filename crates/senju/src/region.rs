@@ -728,12 +728,15 @@ impl Region {
 
     /// Makes every write and hole so far durable, file metadata included.
     pub(crate) fn sync_all(&self) -> io::Result<()> {
+        if !self.anonymous {
+            // Before the count moves: what the sync promises is what was written before it.
+            crate::testing::hard_sync(&self.file, false);
+        }
         let g = self.hard_sync_starts();
         if self.anonymous {
             return Ok(());
         }
         self.check_synced()?;
-        crate::testing::hard_sync(&self.file, false);
         self.file.sync_all().map_err(|e| self.sync_failed(e))?;
         self.hard_sync_done(g);
         Ok(())
@@ -888,13 +891,16 @@ impl Region {
     /// kernel writes dirty pages back on its own schedule). Either fails once any sync of the
     /// file has failed (see `failed_sync`).
     pub(crate) fn sync(&self, hard: bool) -> io::Result<()> {
+        if hard && !self.anonymous {
+            // As in `sync_all`.
+            crate::testing::hard_sync(&self.file, false);
+        }
         let g = if hard { self.hard_sync_starts() } else { 0 };
         if self.anonymous {
             return Ok(());
         }
         self.check_synced()?;
         if hard {
-            crate::testing::hard_sync(&self.file, false);
             // fdatasync writes back the page cache pages of this file, including those
             // dirtied through MAP_SHARED mappings, and the file size.
             // SAFETY: a plain syscall on our own descriptor.

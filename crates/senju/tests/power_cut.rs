@@ -17,6 +17,12 @@
 //! checked the same way; then the recovered file must keep working and reopen with the same
 //! contents.
 //!
+//! A sync promises what was written before it started (before it bumped the count of
+//! started syncs, which recycling and rebuilds judge by): the observer runs just before
+//! that, and the moment at the end of a sync keeps the operations completed at its start.
+//! With several writer threads, an operation that completes while another thread's sync
+//! is under way may or may not be promised by it.
+//!
 //! The model misses states between the recorded moments (a page rewritten twice between two
 //! of them is seen in its last state only); everything it builds is a state a real cut could
 //! leave. Its targets are the orders that only a crash of the machine tests: the waits of
@@ -26,16 +32,19 @@
 //! these, removed by hand one at a time (2026-11-25), fails a test here: a recycled chunk
 //! always clean, a dead one zeroed before its replacements are durable, a zeroed one reused
 //! before its zeros are, a clean one reused after a sync without zeros that sync promised,
-//! each of the rebuild's three syncs, open's sync of the header, and close's sync between
-//! the directory and the `CLEAN` flag.
+//! the rebuild's syncs before and after its commit, open's sync of the header, and close's
+//! sync between the directory and the `CLEAN` flag. One is not caught: the rebuild's last
+//! sync (of the zeros over its promised old chunks, before their space is handed out),
+//! whose loss needs a new chunk laid over that space, cut before the next sync, with a
+//! stale page right behind the new records.
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use common::TempDir;
 use proptest::prelude::*;
@@ -60,8 +69,21 @@ enum Op {
     Reopen,
 }
 
-fn key(k: u8) -> Vec<u8> {
-    format!("key-{k:02}").into_bytes()
+/// Key `k` of writer thread `t` (4 bytes: see [`burst_value`]).
+fn key(t: usize, k: u8) -> Vec<u8> {
+    format!("{t}k{k:02}").into_bytes()
+}
+
+/// The value of key `k` of thread `t` in pass `pass` of its `n`th operation, a burst: unique
+/// to the thread and operation (an old burst's value never passes for a newer one's), and 6
+/// bytes, so that its record takes 16 bytes (a 2-byte head, the key, the value, a 4-byte
+/// checksum). Records of one length line up in an old chunk and in its reuse, and at 16
+/// bytes they line up with every 512-byte sector (a chunk's records start 48 bytes in): a
+/// sector left stale continues the new records where a wait that makes reuse safe is
+/// missing.
+fn burst_value(t: usize, k: u8, n: usize, pass: u8) -> Vec<u8> {
+    let n = n as u16;
+    vec![t as u8, k, (n >> 8) as u8, n as u8, b'p', pass]
 }
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
@@ -87,13 +109,51 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// One recorded moment: `floor` operations had completed, `ceil` had started (equal
-/// between operations), and whether it is the end of a hard sync.
-#[derive(Clone, Copy, Debug)]
+/// One recorded moment: for each writer thread, `floor` of its operations had completed
+/// (for the end of a hard sync: when that sync started, which is what it promises) and
+/// `ceil` had started (equal between its operations); and whether it is the end of a hard
+/// sync.
+#[derive(Clone, Debug)]
 struct Moment {
-    floor: usize,
-    ceil: usize,
+    floor: Vec<usize>,
+    ceil: Vec<usize>,
     synced: bool,
+    /// What it was, by which thread (for failure messages).
+    what: String,
+}
+
+fn sync_what(done: bool) -> &'static str {
+    if done { "hard sync done" } else { "hard sync starts" }
+}
+
+impl Moment {
+    fn show(&self, at: usize) -> String {
+        format!("  {at}: {}, floor {:?}, ceil {:?}\n", self.what, self.floor, self.ceil)
+    }
+}
+
+/// The writer threads' progress, for the moments.
+struct Clock {
+    done: Vec<AtomicUsize>,
+    running: Vec<AtomicBool>,
+}
+
+impl Clock {
+    fn new(threads: usize) -> Clock {
+        Clock {
+            done: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
+            running: (0..threads).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    fn floor(&self) -> Vec<usize> {
+        self.done.iter().map(|d| d.load(SeqCst)).collect()
+    }
+
+    fn ceil(&self) -> Vec<usize> {
+        let running = self.running.iter().map(|r| usize::from(r.load(SeqCst)));
+        self.done.iter().zip(running).map(|(d, r)| d.load(SeqCst) + r).collect()
+    }
 }
 
 /// The file's pages through time: each page's versions (the moment it took that content),
@@ -127,9 +187,16 @@ impl Recorder {
 
     /// Copies the file now. `floor`, read before the copy, counts operations that completed
     /// before it; `ceil`, called after it, counts those that started before it ended.
-    fn record(&mut self, synced: bool, floor: usize, ceil: impl FnOnce() -> usize) {
+    fn record(
+        &mut self,
+        what: &str,
+        synced: bool,
+        floor: Vec<usize>,
+        ceil: impl FnOnce() -> Vec<usize>,
+    ) {
         let now = std::fs::read(&self.path).unwrap();
-        let moment = Moment { floor, ceil: ceil(), synced };
+        let what = format!("{} ({})", what, std::thread::current().name().unwrap_or("?"));
+        let moment = Moment { floor, ceil: ceil(), synced, what };
         let at = self.moments.len();
         let n = now.len().max(self.last.len()).div_ceil(PAGE);
         if self.pages.len() < n {
@@ -150,8 +217,9 @@ impl Recorder {
 /// A key's value at some time (`None`: absent).
 type Value = Option<Arc<[u8]>>;
 
-/// Each key's values through time: (operations completed when it took it, value).
-type History = BTreeMap<Vec<u8>, Vec<(usize, Value)>>;
+/// Each key's writer thread, and its values through time: (operations of that thread
+/// completed when it took it, value).
+type History = BTreeMap<Vec<u8>, (usize, Vec<(usize, Value)>)>;
 
 struct Rng(u64);
 
@@ -193,93 +261,76 @@ fn crash_image(rec: &Recorder, c: usize, rng: &mut Rng, out: &Path) -> usize {
     l
 }
 
-/// The values key `k` may hold after a cut: its value once `floor` operations had completed
-/// (at the last sync), or any value an operation up to the `ceil`th gave it.
-fn allowed(hist: &History, k: &[u8], floor: usize, ceil: usize) -> Vec<Value> {
-    let h = &hist[k];
+/// The values key `k` may hold after a cut: its value once `floor` operations of its thread
+/// had completed (at the last sync), or any value an operation up to the `ceil`th gave it.
+fn allowed(hist: &History, k: &[u8], floor: &[usize], ceil: &[usize]) -> Vec<Value> {
+    let (t, h) = &hist[k];
+    let (floor, ceil) = (floor[*t], ceil[*t]);
     let mut ok = vec![h.iter().rev().find(|(i, _)| *i <= floor).and_then(|(_, v)| v.clone())];
     ok.extend(h.iter().filter(|(i, _)| *i > floor && *i <= ceil).map(|(_, v)| v.clone()));
     ok
 }
 
-/// Runs `ops`, then checks `cuts` crash images; returns the automatic rebuild passes made.
+/// Runs `ops` on one thread, then checks `cuts` crash images; returns the automatic rebuild
+/// passes made.
 fn run(ops: Vec<Op>, seed: u64, shards: u32, auto_rebuild: Option<u64>, cuts: usize) -> u64 {
+    run_threads(vec![ops], seed, shards, auto_rebuild, cuts)
+}
+
+/// Runs each list of operations on a thread of its own (on its own keys), then checks `cuts`
+/// crash images; returns the automatic rebuild passes made. `Clear` and `Reopen` only run
+/// alone.
+fn run_threads(
+    per_thread: Vec<Vec<Op>>,
+    seed: u64,
+    shards: u32,
+    auto_rebuild: Option<u64>,
+    cuts: usize,
+) -> u64 {
     let dir = TempDir::new("power-cut");
     let path = dir.file("p.sj");
     let rec = Arc::new(Mutex::new(Recorder::new(&path)));
-    // The operations completed, and whether one is running (automatic rebuilds sync from
-    // their own thread).
-    let done = Arc::new(AtomicUsize::new(0));
-    let running = Arc::new(AtomicBool::new(false));
+    let clock = Arc::new(Clock::new(per_thread.len()));
     // An empty file opens as a new database; it exists now, for the observer to name.
     std::fs::File::create(&path).unwrap();
     {
-        let (rec, done, running) = (rec.clone(), done.clone(), running.clone());
+        let (rec, clock) = (rec.clone(), clock.clone());
+        // A sync promises what was written when it started: the operations completed then,
+        // by thread (syncs of several threads may overlap).
+        let mut started = HashMap::new();
         let observer = move |synced| {
-            let floor = done.load(SeqCst);
-            let ceil = || done.load(SeqCst) + usize::from(running.load(SeqCst));
-            rec.lock().unwrap().record(synced, floor, ceil);
+            let me = std::thread::current().id();
+            let floor = match synced {
+                false => started.entry(me).insert_entry(clock.floor()).get().clone(),
+                true => started.remove(&me).expect("a sync ends after it starts"),
+            };
+            rec.lock().unwrap().record(sync_what(synced), synced, floor, || clock.ceil());
         };
         senju::testing::on_hard_sync(&path, Some(Box::new(observer))).unwrap();
     }
     let open = || Db::builder().shards(shards).auto_rebuild(auto_rebuild).open(&path).unwrap();
-    let mut db = open();
-    let mut hist: History = (0..KEYS).map(|k| (key(k), vec![(0, None)])).collect();
-    for (i, op) in ops.into_iter().enumerate() {
-        running.store(true, SeqCst);
-        let n = i + 1;
-        let put = |hist: &mut History, k: Vec<u8>, v: Option<Vec<u8>>| {
-            hist.get_mut(&k).unwrap().push((n, v.map(Into::into)));
-        };
-        match op {
-            Op::Set(k, v) => {
-                db.set(&key(k), &v).unwrap();
-                put(&mut hist, key(k), Some(v));
-            }
-            Op::Remove(k) => {
-                db.remove(&key(k)).unwrap();
-                put(&mut hist, key(k), None);
-            }
-            Op::Append(k, v) => {
-                db.append(&key(k), &v).unwrap();
-                let old = hist[&key(k)].last().and_then(|(_, v)| v.clone());
-                let mut new = old.map(|v| v.to_vec()).unwrap_or_default();
-                new.extend_from_slice(&v);
-                put(&mut hist, key(k), Some(new));
-            }
-            Op::Clear => {
-                db.clear().unwrap();
-                for k in 0..KEYS {
-                    put(&mut hist, key(k), None);
-                }
-            }
-            Op::Burst(passes, keys) => {
-                for pass in 0..passes {
-                    for k in 0..keys {
-                        // Records of one length: an old chunk's records and its reuse's
-                        // line up, so a page left stale continues the new records.
-                        // Unique to the operation, so an old burst's value never passes for
-                        // a newer one's.
-                        let v = format!("burst {n:04} {pass:03} {k:02}").into_bytes();
-                        db.set(&key(k), &v).unwrap();
-                        put(&mut hist, key(k), Some(v));
-                    }
-                }
-            }
-            Op::Sync => db.sync(Durability::Hard).unwrap(),
-            Op::Rebuild => db.rebuild().unwrap(),
-            Op::Reopen => {
-                db.close().unwrap();
-                drop(db);
-                db = open();
-            }
-        }
-        // In this order: an observer reading both in between counts the operation as
-        // started (`ceil` one too many), never as not yet done.
-        done.store(n, SeqCst);
-        running.store(false, SeqCst);
-        rec.lock().unwrap().record(false, n, || n);
-    }
+    let db = RwLock::new(open());
+    let alone = per_thread.len() == 1;
+    let hist: History = std::thread::scope(|s| {
+        let threads: Vec<_> = per_thread
+            .into_iter()
+            .enumerate()
+            .map(|(t, ops)| {
+                let (db, clock, rec, open) = (&db, &clock, &rec, &open);
+                let writer = std::thread::Builder::new().name(format!("writer {t}"));
+                writer
+                    .spawn_scoped(s, move || {
+                        let ops = ops
+                            .into_iter()
+                            .filter(|op| alone || !matches!(op, Op::Clear | Op::Reopen));
+                        play(t, ops, db, clock, rec, open)
+                    })
+                    .unwrap()
+            })
+            .collect();
+        threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
+    let db = db.into_inner().unwrap();
     senju::testing::on_hard_sync(&path, None).unwrap();
     let rec = rec.lock().unwrap();
     let first_sync = rec.moments.iter().position(|m| m.synced).expect("open syncs");
@@ -288,11 +339,14 @@ fn run(ops: Vec<Op>, seed: u64, shards: u32, auto_rebuild: Option<u64>, cuts: us
         let c = first_sync + rng.below(rec.moments.len() - first_sync);
         let image = dir.file(&format!("cut{cut}.sj"));
         let l = crash_image(&rec, c, &mut rng, &image);
-        let (floor, ceil) = (rec.moments[l].floor, rec.moments[c].ceil);
-        let context = format!("cut {cut} at moment {c} ({:?}), last sync at {l}", rec.moments[c]);
+        let (floor, ceil) = (&rec.moments[l].floor, &rec.moments[c].ceil);
+        let context = format!(
+            "cut {cut} at moment {c}, last sync at {l}; moments since:\n{}",
+            (l..=c).map(|m| rec.moments[m].show(m)).collect::<String>()
+        );
         let allowed = |k: &[u8]| allowed(&hist, k, floor, ceil);
         let (recovered, during) = open_recorded(&image, &context);
-        let got = check_recovered(&recovered, &allowed, &context);
+        let got = check_recovered(&recovered, &hist, &allowed, &context);
         // A second cut, while that recovery ran or while new keys were written after it:
         // recovery writes (torn tails zeroed, the file cut after its last chunk, holes
         // punched, new tables, the header), and the space it hands out must be as good as
@@ -302,7 +356,7 @@ fn run(ops: Vec<Op>, seed: u64, shards: u32, auto_rebuild: Option<u64>, cuts: us
         let l2 = crash_image(&during, c2, &mut rng, &again);
         let context2 = format!("{context}; cut during its recovery at moment {c2}, sync at {l2}");
         let twice = Db::open(&again).unwrap_or_else(|e| panic!("{context2}: open failed: {e}"));
-        check_recovered(&twice, &allowed, &context2);
+        check_recovered(&twice, &hist, &allowed, &context2);
         twice.close().unwrap();
         drop(twice);
         std::fs::remove_file(&again).unwrap();
@@ -325,6 +379,75 @@ fn run(ops: Vec<Op>, seed: u64, shards: u32, auto_rebuild: Option<u64>, cuts: us
     passes
 }
 
+/// Runs `ops` as writer thread `t` (on its keys), recording a moment after each; returns
+/// the history of its keys.
+fn play(
+    t: usize,
+    ops: impl Iterator<Item = Op>,
+    db: &RwLock<Db>,
+    clock: &Clock,
+    rec: &Mutex<Recorder>,
+    open: &dyn Fn() -> Db,
+) -> History {
+    let mut hist: History = (0..KEYS).map(|k| (key(t, k), (t, vec![(0, None)]))).collect();
+    for (i, op) in ops.enumerate() {
+        clock.running[t].store(true, SeqCst);
+        let n = i + 1;
+        let put = |hist: &mut History, k: u8, v: Option<Vec<u8>>| {
+            hist.get_mut(&key(t, k)).unwrap().1.push((n, v.map(Into::into)));
+        };
+        let op_name = format!("op {n} {}", format!("{op:?}").chars().take(24).collect::<String>());
+        let d = db.read().unwrap();
+        match op {
+            Op::Set(k, v) => {
+                d.set(&key(t, k), &v).unwrap();
+                put(&mut hist, k, Some(v));
+            }
+            Op::Remove(k) => {
+                d.remove(&key(t, k)).unwrap();
+                put(&mut hist, k, None);
+            }
+            Op::Append(k, v) => {
+                d.append(&key(t, k), &v).unwrap();
+                let old = hist[&key(t, k)].1.last().and_then(|(_, v)| v.clone());
+                let mut new = old.map(|v| v.to_vec()).unwrap_or_default();
+                new.extend_from_slice(&v);
+                put(&mut hist, k, Some(new));
+            }
+            Op::Clear => {
+                d.clear().unwrap();
+                for k in 0..KEYS {
+                    put(&mut hist, k, None);
+                }
+            }
+            Op::Burst(passes, keys) => {
+                for pass in 0..passes {
+                    for k in 0..keys {
+                        let v = burst_value(t, k, n, pass);
+                        d.set(&key(t, k), &v).unwrap();
+                        put(&mut hist, k, Some(v));
+                    }
+                }
+            }
+            Op::Sync => d.sync(Durability::Hard).unwrap(),
+            Op::Rebuild => d.rebuild().unwrap(),
+            Op::Reopen => {
+                drop(d);
+                let mut d = db.write().unwrap();
+                d.close().unwrap();
+                *d = open();
+            }
+        }
+        // In this order: an observer reading both in between counts the operation as
+        // started (`ceil` one too many), never as not yet done.
+        clock.done[t].store(n, SeqCst);
+        clock.running[t].store(false, SeqCst);
+        let floor = clock.floor();
+        rec.lock().unwrap().record(&format!("end of {op_name}"), false, floor, || clock.ceil());
+    }
+    hist
+}
+
 /// Keys written after a recovery, and their value.
 const AFTER: usize = 300;
 const AFTER_VALUE: &[u8] = b"written after recovery";
@@ -338,50 +461,52 @@ fn after_key(i: usize) -> Vec<u8> {
 /// each hard sync, halfway and at the end.
 fn open_recorded(path: &Path, context: &str) -> (Db, Recorder) {
     let rec = Arc::new(Mutex::new(Recorder::new(path)));
-    let moment = |synced| rec.lock().unwrap().record(synced, 0, || 0);
-    moment(true);
+    let moment = |what, synced| rec.lock().unwrap().record(what, synced, Vec::new(), Vec::new);
+    moment("as found", true);
     let observer = {
         let rec = rec.clone();
-        move |synced| rec.lock().unwrap().record(synced, 0, || 0)
+        move |synced| rec.lock().unwrap().record(sync_what(synced), synced, Vec::new(), Vec::new)
     };
     senju::testing::on_hard_sync(path, Some(Box::new(observer))).unwrap();
     let db = Db::open(path).unwrap_or_else(|e| panic!("{context}: open failed: {e}"));
-    moment(false);
+    moment("opened", false);
     for i in 0..AFTER {
         db.set(&after_key(i), AFTER_VALUE).unwrap();
         if i == AFTER / 2 {
-            moment(false);
+            moment("half written", false);
             db.sync(Durability::Hard).unwrap();
         }
     }
-    moment(false);
+    moment("all written", false);
     senju::testing::on_hard_sync(path, None).unwrap();
     let rec = Arc::try_unwrap(rec).ok().expect("the observer is gone").into_inner().unwrap();
     (db, rec)
 }
 
-/// Checks that every key of `db` holds a value `allowed` lists, that keys written after a
-/// recovery hold their value if present, and that no other key is there; returns the
-/// contents but those.
+/// Checks that every key of `hist` holds in `db` a value `allowed` lists, that keys written
+/// after a recovery hold their value if present, and that no other key is there; returns
+/// the contents but those.
 fn check_recovered(
     db: &Db,
+    hist: &History,
     allowed: &dyn Fn(&[u8]) -> Vec<Value>,
     context: &str,
 ) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let show =
-        |v: Option<&[u8]>| v.map(|v| String::from_utf8_lossy(&v[..v.len().min(24)]).into_owned());
+        |v: Option<&[u8]>| v.map(|v| String::from_utf8_lossy(&v[..v.len().min(32)]).into_owned());
     let mut got = BTreeMap::new();
-    for k in 0..KEYS {
-        let v = db.get(&key(k)).unwrap();
-        let ok = allowed(&key(k));
+    for k in hist.keys() {
+        let v = db.get(k).unwrap();
+        let ok = allowed(k);
         assert!(
             ok.iter().any(|a| a.as_deref() == v.as_deref()),
-            "{context}: key-{k} holds {:?}, allowed {:?}",
+            "{context}: {} holds {:?}, allowed {:?}",
+            String::from_utf8_lossy(k),
             show(v.as_deref()),
             ok.iter().map(|a| show(a.as_deref())).collect::<Vec<_>>()
         );
         if let Some(v) = v {
-            got.insert(key(k), v);
+            got.insert(k.clone(), v);
         }
     }
     let mut after = 0;
@@ -403,13 +528,33 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn one_shard_survives_power_cuts(ops in proptest::collection::vec(op(), 1..80), seed in any::<u64>()) {
+    fn one_shard_survives_power_cuts(
+        ops in proptest::collection::vec(op(), 1..80),
+        seed in any::<u64>(),
+    ) {
         run(ops, seed, 1, None, 40);
     }
 
     #[test]
-    fn two_shards_survive_power_cuts(ops in proptest::collection::vec(op(), 1..80), seed in any::<u64>()) {
+    fn two_shards_survive_power_cuts(
+        ops in proptest::collection::vec(op(), 1..80),
+        seed in any::<u64>(),
+    ) {
         run(ops, seed, 2, None, 40);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Two or three threads on their own keys of one shard: their records share chunks,
+    /// and any thread's sync promises the others' writes too.
+    #[test]
+    fn threads_survive_power_cuts(
+        per_thread in proptest::collection::vec(proptest::collection::vec(op(), 1..50), 2..4),
+        seed in any::<u64>(),
+    ) {
+        run_threads(per_thread, seed, 1, None, 40);
     }
 }
 
