@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::TempDir;
+use common::{Rng, TempDir};
 use senju::{Db, Durability, OpenError};
 
 /// 200 records over 4 shards: overwrites and removals included, so replay has work to do.
@@ -219,17 +219,6 @@ fn unreadable_inputs_are_errors() {
     let path = dir.file("same.sj");
     fill(&path);
     assert!(senju::salvage(&path, &path).is_err(), "salvage into itself is refused");
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
 }
 
 /// Random damage anywhere: check and salvage never panic, and a file that check passes

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::TempDir;
+use common::{TempDir, value};
 use proptest::prelude::*;
 use senju::Db;
 
@@ -42,15 +42,6 @@ fn key(k: u8) -> Vec<u8> {
 
 fn key_in(prefix: u8, k: u8) -> Vec<u8> {
     format!("t{prefix}-key-{k}").into_bytes()
-}
-
-fn value() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        4 => proptest::collection::vec(any::<u8>(), 0..12),
-        1 => proptest::collection::vec(any::<u8>(), 0..5000),
-        // Records in chunks of their own, whose chunks are recycled when they are replaced.
-        1 => proptest::collection::vec(any::<u8>(), 4000..40_000),
-    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -46,7 +46,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 
-use common::TempDir;
+use common::{Rng, TempDir, value};
 use proptest::prelude::*;
 use senju::{Db, Durability};
 
@@ -84,15 +84,6 @@ fn key(t: usize, k: u8) -> Vec<u8> {
 fn burst_value(t: usize, k: u8, n: usize, pass: u8) -> Vec<u8> {
     let n = n as u16;
     vec![t as u8, k, (n >> 8) as u8, n as u8, b'p', pass]
-}
-
-fn value() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        4 => proptest::collection::vec(any::<u8>(), 0..12),
-        1 => proptest::collection::vec(any::<u8>(), 0..3000),
-        // Values in chunks of their own (solo chunks), recycled when replaced.
-        1 => proptest::collection::vec(any::<u8>(), 5000..40_000),
-    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -221,22 +212,16 @@ type Value = Option<Arc<[u8]>>;
 /// completed when it took it, value).
 type History = BTreeMap<Vec<u8>, (usize, Vec<(usize, Value)>)>;
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
+/// A choice below `n` from `rng`.
+fn pick(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n as u64) as usize
 }
 
 /// Writes to `out` a state a power cut at moment `c` could leave; returns the moment of the
 /// last completed hard sync it keeps.
 fn crash_image(rec: &Recorder, c: usize, rng: &mut Rng, out: &Path) -> usize {
     let l = (0..=c).rev().find(|&m| rec.moments[m].synced).expect("a sync before the cut");
-    let len = rec.lens[l + rng.below(c - l + 1)];
+    let len = rec.lens[l + pick(rng, c - l + 1)];
     let mut image = vec![0u8; len.div_ceil(PAGE) * PAGE];
     for (p, versions) in rec.pages.iter().enumerate().take(len.div_ceil(PAGE)) {
         // What the page held at `l` (zeros before its first version), then every later
@@ -246,14 +231,14 @@ fn crash_image(rec: &Recorder, c: usize, rng: &mut Rng, out: &Path) -> usize {
         let mut choices = vec![base];
         choices.extend(versions.iter().filter(|(m, _)| *m > l && *m <= c).map(|(_, v)| v.clone()));
         let dst = &mut image[p * PAGE..(p + 1) * PAGE];
-        if choices.len() > 1 && rng.below(4) == 0 {
+        if choices.len() > 1 && pick(rng, 4) == 0 {
             for s in 0..PAGE / SECTOR {
-                let src = &choices[rng.below(choices.len())];
+                let src = &choices[pick(rng, choices.len())];
                 dst[s * SECTOR..(s + 1) * SECTOR]
                     .copy_from_slice(&src[s * SECTOR..(s + 1) * SECTOR]);
             }
         } else {
-            dst.copy_from_slice(&choices[rng.below(choices.len())]);
+            dst.copy_from_slice(&choices[pick(rng, choices.len())]);
         }
     }
     image.truncate(len);
@@ -336,7 +321,7 @@ fn run_threads(
     let first_sync = rec.moments.iter().position(|m| m.synced).expect("open syncs");
     let mut rng = Rng(seed | 1);
     for cut in 0..cuts {
-        let c = first_sync + rng.below(rec.moments.len() - first_sync);
+        let c = first_sync + pick(&mut rng, rec.moments.len() - first_sync);
         let image = dir.file(&format!("cut{cut}.sj"));
         let l = crash_image(&rec, c, &mut rng, &image);
         let (floor, ceil) = (&rec.moments[l].floor, &rec.moments[c].ceil);
@@ -351,7 +336,7 @@ fn run_threads(
         // recovery writes (torn tails zeroed, the file cut after its last chunk, holes
         // punched, new tables, the header), and the space it hands out must be as good as
         // fresh.
-        let c2 = rng.below(during.moments.len());
+        let c2 = pick(&mut rng, during.moments.len());
         let again = dir.file(&format!("cut{cut}-again.sj"));
         let l2 = crash_image(&during, c2, &mut rng, &again);
         let context2 = format!("{context}; cut during its recovery at moment {c2}, sync at {l2}");
@@ -587,19 +572,20 @@ fn recycling_ops(seed: u64) -> Vec<Op> {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut ops = Vec::new();
     for i in 0..16u8 {
-        ops.push(Op::Burst(5 + rng.below(100) as u8, 4 + rng.below(8) as u8));
-        if rng.below(3) == 0 {
+        ops.push(Op::Burst(5 + pick(&mut rng, 100) as u8, 4 + pick(&mut rng, 8) as u8));
+        if pick(&mut rng, 3) == 0 {
             // One length per key and a common first KiB: under a torn header sector, an old
-            // record of the key would read whole.
-            let k = rng.below(3);
+            // record of the key would read whole. Records of 5,024, 12,016 and 30,016 bytes
+            // keep the records after them on the 16-byte lattice of `burst_value`.
+            let k = pick(&mut rng, 3);
             let mut v = vec![b'='; 1024];
-            v.resize([5000, 12_000, 30_000][k], i);
+            v.resize([5013, 12_005, 30_004][k], i);
             ops.push(Op::Set(KEYS - 1 - k as u8, v));
         }
-        if rng.below(4) != 0 {
+        if pick(&mut rng, 4) != 0 {
             ops.push(Op::Sync);
         }
-        if rng.below(5) == 0 {
+        if pick(&mut rng, 5) == 0 {
             // Frees the chunks of the bursts so far, for the next chunks to take.
             ops.push(Op::Rebuild);
         }

@@ -44,3 +44,27 @@ pub fn set_soft_limit(resource: libc::__rlimit_resource_t, soft: u64) {
     // SAFETY: as above.
     assert_eq!(unsafe { libc::setrlimit(resource, &lim) }, 0);
 }
+
+/// A small deterministic generator (xorshift64) for tests that pick at random from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number below `n` (0 if `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+/// Values for the property tests: mostly short, some up to 5,000 bytes, and some of 4,000 to
+/// 40,000 bytes, records in chunks of their own (which are recycled when replaced).
+pub fn value() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => proptest::collection::vec(any::<u8>(), 0..12),
+        1 => proptest::collection::vec(any::<u8>(), 0..5000),
+        1 => proptest::collection::vec(any::<u8>(), 4000..40_000),
+    ]
+}
