@@ -99,8 +99,9 @@ pub mod testing {
     /// thread), until replaced (`None` removes it): `f(false)` just before the sync starts
     /// (before the count of started syncs moves, which is what recycling and rebuilds judge
     /// by), `f(true)` once it has completed, when every byte the file held at `f(false)` is
-    /// on the disk. Calls for one file never overlap. `tests/power_cut.rs` copies the file at
-    /// both, to build the states a power cut could leave.
+    /// on the disk. Calls never overlap (a lock is held around them, so `f` must not sync
+    /// any file). `tests/power_cut.rs` copies the file at both, to build the states a power
+    /// cut could leave.
     pub fn on_hard_sync(path: &Path, f: Option<SyncObserver>) -> std::io::Result<()> {
         let meta = std::fs::metadata(path)?;
         let id = (meta.dev(), meta.ino());
