@@ -3,13 +3,16 @@
 //!
 //! A reader **pins** before it loads a table word and unpins when it no longer holds a
 //! reference into the map (after `get_with`'s closure returns). A pin writes only the
-//! reader's own slot: a cache line that belongs to its thread. Each thread leases one of
-//! [`SLOTS`] slot numbers (the same in every database) on its first pin and hands it back
-//! when it exits, so live threads have slots of their own up to [`SLOTS`] of them; beyond,
-//! threads share slots. Threads that share a slot stay correct, but a shared slot's epoch
-//! moves on only once none of its threads is pinned, so sharing readers that keep
-//! overlapping can hold back reuse for as long as they do. Nothing a reader writes is
-//! written by another thread unless it shares the slot.
+//! reader's own slot: a cache line that belongs to its thread. Each thread leases a slot
+//! number (the same in every database) on its first pin and hands it back when it exits;
+//! numbers are dealt lowest first, so they stay below the number of live threads. A
+//! database's slots come in segments of [`SEGMENT`] lines, the first made with the database
+//! and each further one when a thread with a number in it first pins there, so up to
+//! [`SLOTS`] live threads each have a slot of their own. Beyond that many, threads share
+//! slots: they stay correct, but a shared slot's epoch moves on only once none of its
+//! threads is pinned, so sharing readers that keep overlapping can hold back reuse for as
+//! long as they do. Nothing a reader writes is written by another thread unless it shares
+//! the slot.
 //!
 //! Slot word: bits 16..64 the epoch the slot was pinned at, bits 0..16 how many pins are
 //! active on it (nesting, or threads sharing the slot). A slot with count 0 is quiescent.
@@ -19,25 +22,40 @@
 //! A writer that unpublishes space calls [`Epochs::retire`], which advances the global epoch
 //! and returns the old value `e`. The space may be reused once [`Epochs::is_safe`]`(e)`:
 //! every slot is quiescent or pinned at an epoch after `e`. Argument (all operations on
-//! `global`, the slots and the table words are `SeqCst`): a reader whose pin comes before the
-//! writer's unpublishing store in the single total order read `global <= e` and is seen by
-//! the writer's scan (which comes later) until it unpins; a reader whose pin comes after that
-//! store loads the table word after it too and so never sees the old space.
+//! `global`, the slots, the segment pointers and the table words are `SeqCst`): a reader
+//! whose pin comes before the writer's unpublishing store in the single total order read
+//! `global <= e`, and so did the store that published its slot's segment (earlier in the
+//! reader's thread); the writer's scan, which comes later, loads that pointer and sees the
+//! slot until the reader unpins. A reader whose pin comes after that store loads the table
+//! word after it too and so never sees the old space.
 
 use std::cell::Cell;
+use std::collections::BTreeSet;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crate::shard::CacheLine;
 
-/// Slot lines per database.
-const SLOTS: usize = 64;
+/// Slot lines per segment (8 KiB of 128-byte lines).
+const SEGMENT: usize = 64;
+/// Segments per database at most: the first is made with the database, the others when
+/// first used.
+const SEGMENTS: usize = 64;
+/// Slots per database at most: live threads beyond this many share slots.
+const SLOTS: usize = SEGMENT * SEGMENTS;
 const COUNT_MASK: u64 = 0xffff;
+
+type Segment = [CacheLine<AtomicU64>; SEGMENT];
 
 /// The grace-period state of one database.
 pub(crate) struct Epochs {
     global: CacheLine<AtomicU64>,
-    slots: Box<[CacheLine<AtomicU64>]>,
+    /// Slots `0..SEGMENT`, used by the first threads (most programs have no more).
+    first: Box<Segment>,
+    /// Segment `i` (slots `i * SEGMENT..`), null until a thread with such a slot pins here;
+    /// index 0 is unused. Set once (a `SeqCst` CAS), freed with the database.
+    more: [AtomicPtr<Segment>; SEGMENTS],
 }
 
 /// An active pin; unpins on drop. May be dropped on another thread (the slot is a counter).
@@ -74,8 +92,22 @@ impl Drop for Reading {
     }
 }
 
-/// Slot numbers leased to live threads: bit `i` for slot `i`.
-static LEASED: AtomicU64 = AtomicU64::new(0);
+/// The slot numbers of every database: numbers never leased yet start at `fresh`; `back`
+/// holds those handed back by exited threads, below `fresh`. Taken once per thread, at its
+/// first pin and at its exit, so a plain mutex.
+struct Lease {
+    fresh: usize,
+    back: BTreeSet<usize>,
+    /// The next slot to share once every number is leased.
+    shared: usize,
+}
+
+static LEASE: Mutex<Lease> = Mutex::new(Lease { fresh: 0, back: BTreeSet::new(), shared: 0 });
+
+fn lease() -> std::sync::MutexGuard<'static, Lease> {
+    // The lease holds no invariant a panic could break half-way.
+    LEASE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The calling thread's slot number (see [`THREAD_SLOT`]); `% SLOTS` gives the slot.
 #[inline]
@@ -88,21 +120,25 @@ fn thread_slot() -> usize {
 /// lets it share one.
 #[cold]
 fn lease_slot() -> usize {
-    // Relaxed throughout: the numbers only spread threads over slots; correctness never
-    // depends on a slot having one thread.
-    let mut leased = LEASED.load(Ordering::Relaxed);
-    let v = loop {
-        if leased == u64::MAX {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            break SLOTS + NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
-        }
-        let i = (!leased).trailing_zeros() as usize;
-        let taken = leased | 1 << i;
-        match LEASED.compare_exchange_weak(leased, taken, Ordering::Relaxed, Ordering::Relaxed) {
+    let v = {
+        let mut l = lease();
+        let own = match l.back.pop_first() {
+            Some(i) => Some(i),
+            None if l.fresh < SLOTS => {
+                l.fresh += 1;
+                Some(l.fresh - 1)
+            }
+            None => None,
+        };
+        match own {
             // Touching the returner registers its destructor; a thread already past it (a
             // pin from another thread-local's destructor) keeps the number for good.
-            Ok(_) => break if RETURN_SLOT.try_with(|_| ()).is_ok() { i } else { SLOTS + i },
-            Err(now) => leased = now,
+            Some(i) if RETURN_SLOT.try_with(|_| ()).is_ok() => i,
+            Some(i) => SLOTS + i,
+            None => {
+                l.shared = (l.shared + 1) % SLOTS;
+                SLOTS + l.shared
+            }
         }
     };
     let _ = THREAD_SLOT.try_with(|s| s.set(v));
@@ -119,24 +155,82 @@ impl Drop for ReturnSlot {
             let v = s.get();
             if v < SLOTS {
                 s.set(SLOTS + v);
-                LEASED.fetch_and(!(1 << v), Ordering::Relaxed);
+                lease().back.insert(v);
             }
         });
     }
+}
+
+fn new_segment() -> Box<Segment> {
+    Box::new(std::array::from_fn(|_| CacheLine(AtomicU64::new(0))))
 }
 
 impl Epochs {
     pub(crate) fn new() -> Epochs {
         Epochs {
             global: CacheLine(AtomicU64::new(1)),
-            slots: (0..SLOTS).map(|_| CacheLine(AtomicU64::new(0))).collect(),
+            first: new_segment(),
+            more: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
         }
+    }
+
+    /// The slot of thread slot number `v` (see [`THREAD_SLOT`]).
+    #[inline]
+    fn slot(&self, v: usize) -> &AtomicU64 {
+        match self.first.get(v) {
+            Some(line) => &line.0,
+            None => self.slot_beyond(v % SLOTS),
+        }
+    }
+
+    /// Slot `i` (below [`SLOTS`]), its segment made if this is its first use here: the path
+    /// of threads beyond the first [`SEGMENT`] and of threads that share a slot.
+    #[inline(never)]
+    fn slot_beyond(&self, i: usize) -> &AtomicU64 {
+        let (seg, line) = (i / SEGMENT, i % SEGMENT);
+        if seg == 0 {
+            return &self.first[line].0;
+        }
+        // SeqCst: see the module documentation (pairs with the scan in `is_safe`).
+        let mut p = self.more[seg].load(Ordering::SeqCst);
+        if p.is_null() {
+            p = self.make_segment(seg);
+        }
+        // SAFETY: a published segment lives, unchanged, as long as `self`.
+        let segment: &Segment = unsafe { &*p };
+        &segment[line].0
+    }
+
+    /// Publishes segment `seg` (or returns the one another thread published first).
+    #[cold]
+    fn make_segment(&self, seg: usize) -> *mut Segment {
+        let new = Box::into_raw(new_segment());
+        let null = std::ptr::null_mut();
+        match self.more[seg].compare_exchange(null, new, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => new,
+            Err(theirs) => {
+                // SAFETY: `new` was never published.
+                drop(unsafe { Box::from_raw(new) });
+                theirs
+            }
+        }
+    }
+
+    /// Every slot made so far.
+    fn slots(&self) -> impl Iterator<Item = &AtomicU64> {
+        let more = self.more[1..].iter().filter_map(|p| {
+            // SeqCst: see the module documentation.
+            let p = p.load(Ordering::SeqCst);
+            // SAFETY: as in `slot`.
+            (!p.is_null()).then(|| unsafe { &*p })
+        });
+        std::iter::once(&*self.first).chain(more).flat_map(|s| s.iter().map(|l| &l.0))
     }
 
     /// Pins the calling thread until the guard is dropped.
     #[inline]
     pub(crate) fn pin(&self) -> Guard<'_> {
-        let slot = &self.slots[thread_slot() % SLOTS].0;
+        let slot = self.slot(thread_slot());
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
             let next = if cur & COUNT_MASK == 0 {
@@ -171,16 +265,28 @@ impl Epochs {
     /// which only turns a wait into an error.
     pub(crate) fn pinned_here(&self) -> bool {
         READING.with(Cell::get) != 0
-            && self.slots[thread_slot() % SLOTS].0.load(Ordering::Relaxed) & COUNT_MASK != 0
+            && self.slot(thread_slot()).load(Ordering::Relaxed) & COUNT_MASK != 0
     }
 
     /// Whether no reader can still hold a reference to space retired at epoch `e`.
     pub(crate) fn is_safe(&self, e: u64) -> bool {
-        self.slots.iter().all(|s| {
+        self.slots().all(|s| {
             // SeqCst: pairs with the pin's CAS (module documentation).
             let w = s.load(Ordering::SeqCst);
             w & COUNT_MASK == 0 || w >> 16 > e
         })
+    }
+}
+
+impl Drop for Epochs {
+    fn drop(&mut self) {
+        for p in &mut self.more {
+            let p = *p.get_mut();
+            if !p.is_null() {
+                // SAFETY: published by `make_segment` from a `Box`; no guard outlives `self`.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
     }
 }
 
@@ -214,7 +320,7 @@ mod tests {
     }
 
     /// A thread's slot stays its own however many threads come and go beside it: each
-    /// hands its number back when it exits (numbers dealt round would give the 64th after it
+    /// hands its number back when it exits (numbers dealt round would give a later thread
     /// the same slot).
     #[test]
     fn threads_that_come_and_go_never_share_a_live_threads_slot() {
@@ -226,7 +332,7 @@ mod tests {
         });
         let mine = mine_rx.recv().unwrap();
         assert!(mine < SLOTS);
-        for n in 0..4 * SLOTS {
+        for n in 0..4 * SEGMENT {
             let v = std::thread::spawn(thread_slot).join().unwrap();
             assert!(v < SLOTS, "thread {n} shares slot {} instead of leasing one", v % SLOTS);
             assert_ne!(v, mine, "thread {n} got the live thread's slot");
@@ -272,5 +378,64 @@ mod tests {
         drop(r);
         let _g = e.pin();
         assert!(!e.pinned_here());
+    }
+
+    /// Hundreds of live threads (more than one segment's worth, as a big thread pool has)
+    /// each lease a slot of their own, and a pin in a segment made after the database holds
+    /// back reuse like one in the first. With one segment of 64 slots, threads beyond 64
+    /// shared slots, and two sharing readers whose pins kept overlapping kept their slot at
+    /// its first epoch: reuse waited for as long as they did.
+    #[test]
+    fn hundreds_of_live_threads_pin_slots_of_their_own() {
+        use std::sync::atomic::AtomicUsize;
+        let n = 3 * SEGMENT + 7;
+        let e = Epochs::new();
+        let all = std::sync::Barrier::new(n + 1);
+        let numbers = std::sync::Mutex::new(Vec::new());
+        let chosen = AtomicUsize::new(usize::MAX);
+        let (pinned, retired) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        let e_retired = std::thread::scope(|s| {
+            for _ in 0..n {
+                let (e, all, numbers, chosen) = (&e, &all, &numbers, &chosen);
+                let (pinned, retired) = (&pinned, &retired);
+                s.spawn(move || {
+                    let v = thread_slot();
+                    numbers.lock().unwrap().push(v);
+                    all.wait(); // every thread alive, with its number
+                    all.wait(); // one is chosen
+                    if v == chosen.load(Ordering::SeqCst) {
+                        let g = e.pin();
+                        pinned.wait();
+                        retired.wait();
+                        drop(g);
+                    }
+                    all.wait(); // alive until the checks are done
+                });
+            }
+            all.wait();
+            let numbers = numbers.lock().unwrap().clone();
+            // The highest number held by one thread alone: at least n - 1 if none shares.
+            let top = numbers.iter().copied().filter(|&v| v < SLOTS).max().unwrap();
+            chosen.store(top, Ordering::SeqCst);
+            all.wait();
+            pinned.wait();
+            let e_retired = e.retire();
+            let held_back = !e.is_safe(e_retired);
+            retired.wait();
+            all.wait();
+            // Checked once every thread is free to finish (a failed check inside the scope
+            // would leave them waiting at the barrier).
+            let mut own: Vec<usize> = numbers.iter().copied().filter(|&v| v < SLOTS).collect();
+            assert_eq!(own.len(), n, "threads share slots: {numbers:?}");
+            own.sort_unstable();
+            own.dedup();
+            assert_eq!(own.len(), n, "two live threads leased one number: {numbers:?}");
+            assert!(top >= 3 * SEGMENT, "{numbers:?}");
+            assert!(held_back, "the pin in slot {top} was missed");
+            e_retired
+        });
+        assert!(e.is_safe(e_retired));
+        // Segments are made by pins: the first with the database, and the chosen thread's.
+        assert_eq!(e.slots().count(), 2 * SEGMENT);
     }
 }
