@@ -141,6 +141,22 @@ fn can_take(s: u64, barred: Option<u64>) -> bool {
     s & LOCKED == 0 || (s & HANDOFF != 0 && barred != Some(s & EPOCH))
 }
 
+/// The epoch of the hand-off a waiter is still barred from in state `s`, given the one it was
+/// barred from: `None` once that hand-off was taken (no hand-off pending, or one of another
+/// epoch), and `None` too when the pending one has the same epoch but no other waiter is
+/// awake. A hand-off is issued only while some waiter is awake, every waiter awake then
+/// registered before it, and such a waiter takes it rather than park, so while it is pending
+/// one of them is awake. With none awake, it is a later hand-off whose 16-bit epoch came round
+/// again (2^16 hand-offs while this waiter was off the CPU), issued after this waiter
+/// registered: its own to take. Kept barred, the waiter would park and leave it pending for
+/// good, with every later waiter barred from it too.
+fn still_barred(s: u64, barred: Option<u64>) -> Option<u64> {
+    let epoch = barred?;
+    let taken = s & HANDOFF == 0 || s & EPOCH != epoch;
+    let came_round = waiters(s) - parked(s) == 1;
+    (!taken && !came_round).then_some(epoch)
+}
+
 /// The state after a registered waiter takes the lock from `s` (free or handed off).
 fn taken_by_waiter(s: u64) -> u64 {
     let n = ((s | LOCKED) & !HANDOFF) - WAITER;
@@ -312,11 +328,9 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
         let mut relaxed = false;
         loop {
             let s = self.state.load(Ordering::Relaxed);
-            if barred.is_some_and(|epoch| s & HANDOFF == 0 || s & EPOCH != epoch) {
-                // The hand-off that was pending when we registered has been taken; every later
-                // one was issued after we registered.
-                barred = None;
-            }
+            // Once the hand-off that was pending when we registered has been taken, every
+            // later one was issued after we registered.
+            barred = still_barred(s, barred);
             if can_take(s, barred) {
                 // Acquire pairs with the Release of the unlock that freed or handed off.
                 if self
@@ -351,7 +365,10 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
             let validate = || {
                 let mut s = self.state.load(Ordering::Relaxed);
                 loop {
-                    if can_take(s, barred) {
+                    // With every other waiter asleep, a pending hand-off is ours (see
+                    // `still_barred`): checked here, under the queue lock that every parking
+                    // waiter takes, so the last of several barred waiters does not park.
+                    if can_take(s, still_barred(s, barred)) {
                         return false;
                     }
                     // Relaxed: PARKED is read by unlockers' read-modify-writes of this word,
@@ -640,6 +657,52 @@ mod tests {
         assert_eq!(s & (LOCKED | HANDOFF | BYPASS), LOCKED | HANDOFF);
         assert!(waiter_takes(&lock, w));
         // SAFETY: held.
+        unsafe { lock.unlock() };
+        assert_eq!(lock.state.load(Ordering::Relaxed), 0);
+    }
+
+    /// A waiter barred from a pending hand-off (it registered while that one was pending)
+    /// stays off the CPU while 2^16 hand-offs go by, and the last of them, issued with it as
+    /// the only waiter awake, has the same epoch. It is that waiter's to take: before
+    /// `still_barred`, it parked instead and the lock stayed handed to nobody for good.
+    #[test]
+    fn a_hand_off_whose_epoch_came_round_again_is_taken() {
+        let lock = RawMutex::<8>::new();
+        lock.lock();
+        let first = fake_waiter(&lock);
+        // SAFETY: held.
+        unsafe { lock.unlock_fair() };
+        let barred_at = lock.state.load(Ordering::Relaxed) & EPOCH;
+        let late = fake_waiter(&lock);
+        assert_eq!(late, Some(barred_at));
+        assert!(waiter_takes(&lock, first));
+        // 2^16 - 1 hand-offs, each to a waiter that registers while the lock is held.
+        for _ in 1..1 << 16 {
+            let helper = fake_waiter(&lock);
+            // SAFETY: held (by the fake waiter that took it last).
+            unsafe { lock.unlock_fair() };
+            assert!(waiter_takes(&lock, helper));
+        }
+        // One more, with the barred waiter the only one left: the epoch has come round.
+        // SAFETY: held.
+        unsafe { lock.unlock_fair() };
+        let s = lock.state.load(Ordering::Relaxed);
+        assert_eq!(s & (LOCKED | HANDOFF | EPOCH), LOCKED | HANDOFF | barred_at);
+        assert_eq!((waiters(s), parked(s)), (1, 0));
+        assert!(!can_take(s, late), "the epoch alone cannot tell this hand-off from the old one");
+        // The waiter's own loop takes it, on another thread; this one watches the word
+        // (counting states, no clock): parking there would leave the hand-off pending. Not a
+        // scoped thread, so that a failure here is reported rather than waited on.
+        let lock: &'static RawMutex<8> = Box::leak(Box::new(lock));
+        let waiter = std::thread::spawn(move || lock.wait(late));
+        while !waiter.is_finished() {
+            let s = lock.state.load(Ordering::Relaxed);
+            assert_eq!(parked(s), 0, "the waiter parked with its hand-off pending: {s:#x}");
+            std::thread::yield_now();
+        }
+        waiter.join().unwrap();
+        assert_eq!(lock.state.load(Ordering::Relaxed), LOCKED, "the waiter owns the lock");
+        // SAFETY: held (by the waiter).
         unsafe { lock.unlock() };
         assert_eq!(lock.state.load(Ordering::Relaxed), 0);
     }
