@@ -854,8 +854,12 @@ impl<'a> ShardWriter<'a> {
     /// promised by no sync yet). Had the header come first, the old record, still intact,
     /// would replay as the newest of its key. The fence keeps the order for a crash of the
     /// process (the page cache then holds every store made before the crash, in program
-    /// order); a crash of the machine may write back the header's page with or without the
-    /// record's first page, and either reads as above.
+    /// order); a crash of the machine may write back the header's page (or only its first
+    /// sector, the header and the record's head) before the record's other pages. Those
+    /// pages then hold whatever the disk had: which is why the chunk is reused as it is only
+    /// once its old record's checksum is zeroed and no sync has started since the chunk was
+    /// begun, so that no sync can have written the old record whole (see
+    /// [`reuse_recycled`](Self::reuse_recycled)).
     fn write_due_header(&mut self) -> Result<()> {
         if let Some((off, h)) = self.st.header_due.take() {
             std::sync::atomic::fence(Ordering::Release);

@@ -505,3 +505,67 @@ fn readers_racing_small_rewrites_see_whole_values_in_a_file() {
 fn readers_racing_small_rewrites_see_whole_values_in_memory() {
     racing_small_readers(Arc::new(Db::memory().unwrap()));
 }
+
+/// One shard, a 64 KiB value `v0` replaced by `v1` (its chunk recycled clean: no sync in
+/// between), a hard sync, then `v2` of `v0`'s length and first `same` bytes, which takes
+/// `v0`'s chunk. The crash image is the file as the sync left it, plus the first `cut`
+/// bytes of each chunk-header page the page cache changed since (the new header written
+/// back, the rest of the chunk not yet). The key must hold `v1` (the sync promised it) or
+/// `v2`; before reuse after a sync waited for zeros, the header's page alone brought `v0`
+/// back whole (its intact checksum on the disk).
+fn reuse_after_a_sync_then_cut(same: usize, cut: usize) {
+    const PAGE: usize = 4096;
+    let dir = TempDir::new("recycle-reuse-cut");
+    let path = dir.file("r.sj");
+    let open = |p: &std::path::Path| Db::builder().shards(1).auto_rebuild(None).open(p).unwrap();
+    let db = open(&path);
+    let v = |first: u8, rest: u8| {
+        let mut v = value(rest, BIG);
+        v[..same].fill(first);
+        v
+    };
+    let (v0, v1, v2) = (v(0xaa, 0x00), v(0xbb, 0xbb), v(0xaa, 0xcc));
+    db.set(b"k", &v0).unwrap();
+    db.set(b"k", &v1).unwrap();
+    db.sync(Durability::Hard).unwrap();
+    let disk = std::fs::read(&path).unwrap();
+    db.set(b"k", &v2).unwrap();
+    // One more value makes the shard start another chunk, which writes `v2`'s header.
+    db.set(b"other", &v1).unwrap();
+    let cache = std::fs::read(&path).unwrap();
+    // The process "dies" here: nothing more reaches the file.
+    std::mem::forget(db);
+    let mut image = disk.clone();
+    let mut taken = Vec::new();
+    for p in 0..cache.len().min(disk.len()) / PAGE {
+        let r = p * PAGE..p * PAGE + cut;
+        if cache[r.clone()] != disk[r.clone()] && cache[r.start..r.start + 4] == *b"SJCK" {
+            image[r.clone()].copy_from_slice(&cache[r]);
+            taken.push(p);
+        }
+    }
+    let img = dir.file("image.sj");
+    std::fs::write(&img, &image).unwrap();
+    let db = open(&img);
+    let got = db.get(b"k").unwrap().expect("the key was synced");
+    let name = |x: &[u8]| match (x[0], x[BIG - 1]) {
+        (0xaa, 0x00) => "v0, replaced before the sync",
+        (0xbb, 0xbb) => "v1, promised by the sync",
+        (0xaa, 0xcc) => "v2, written after it",
+        _ => "neither",
+    };
+    assert!(got == v1 || got == v2, "header pages {taken:?}: the key holds {}", name(&got));
+}
+
+#[test]
+fn a_solo_chunk_reused_after_a_sync_never_brings_its_old_value_back() {
+    // The new header's page (which holds the new record's first 4,048 bytes, the same as
+    // the old record's) without the record's other pages.
+    reuse_after_a_sync_then_cut(8192, 4096);
+}
+
+#[test]
+fn a_torn_header_sector_never_brings_the_old_value_back() {
+    // Only the header's 512-byte sector: the two values need share only their first bytes.
+    reuse_after_a_sync_then_cut(600, 512);
+}

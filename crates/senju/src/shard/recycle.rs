@@ -88,8 +88,13 @@ impl ShardWriter<'_> {
     /// is zero already.
     ///
     /// A clean solo chunk reused for another solo chunk is used as it is (its old record
-    /// began where the new one begins; see [`write_due_header`](Self::write_due_header)).
-    /// Any other reuse writes records at other places than the old ones, and under the new
+    /// began where the new one begins; see [`write_due_header`](Self::write_due_header)),
+    /// once its old record's checksum is zeroed ([`void_solo_record`](Self::void_solo_record))
+    /// and if no hard sync has started since it was begun, read after that: a sync that
+    /// started since may have written the old record to the disk whole, and a cut that kept
+    /// the new header and the disk's pages after it would read it as the newest of its key
+    /// (the new record may begin with the same bytes). Such a chunk is zeroed and waits as
+    /// below. Any other reuse writes records at other places than the old ones, and under the new
     /// header (once a crash of the machine wrote it back, but not every page after it) an
     /// old record that happened to begin just where the new records end would replay as
     /// newer than the record that replaced it, which a sync may have promised by then. So in
@@ -121,7 +126,7 @@ impl ShardWriter<'_> {
             for i in 0..self.st.recycled.len() {
                 let r = self.st.recycled[i];
                 let due = match r.wait {
-                    Wait::Clean => r.shared && r.born != g,
+                    Wait::Clean => r.born != g,
                     Wait::Dead(d) => synced > d,
                     Wait::Zeroed(_) => false,
                 };
@@ -141,10 +146,12 @@ impl ShardWriter<'_> {
         };
         let Some(i) = self.st.recycled.iter().rposition(fits) else { return Ok(None) };
         let r = self.st.recycled[i];
-        if !matches!(r.wait, Wait::Zeroed(_)) && !as_is(&r) {
-            let z = self.zero_body(&r)?;
+        if file && !matches!(r.wait, Wait::Zeroed(_)) {
+            // A clean chunk: its old records made unreadable, then the generation read.
+            let z = if as_is(&r) { self.void_solo_record(&r)? } else { self.zero_body(&r)? };
             if z != r.born {
                 // A hard sync started meanwhile: wait for one that started after the zeros.
+                let z = if as_is(&r) { self.zero_body(&r)? } else { z };
                 self.wait_zeroed(i, z);
                 return Ok(None);
             }
@@ -155,6 +162,24 @@ impl ShardWriter<'_> {
         }
         let zeroed = r.wait != Wait::Clean || !as_is(&r);
         Ok(Some((r.off, r.len, zeroed)))
+    }
+
+    /// Zeroes the checksum of the one record of the clean solo chunk `r` (past its grace
+    /// period and out of every reader's reach), so that the record never reads whole again,
+    /// whatever the new record over it leaves of it; returns [`Region::sync_generation`] read
+    /// after the zeros. A 4-byte store where [`zero_body`](Self::zero_body) would clear the
+    /// whole chunk: the new record overwrites most of it, and the tail it leaves is zeroed
+    /// when it is written.
+    fn void_solo_record(&self, r: &Recycled) -> Result<u64> {
+        // The record began right after the header and was `dead` bytes long (see `recycle`).
+        let sum = r.off + CHUNK_HEADER_LEN + r.dead - 4;
+        // SAFETY: as in `zero_body`: inside the recycled chunk, which no reader can reach and
+        // no other writer touches.
+        unsafe { self.ctx.region.zero(sum, 4) }
+            .ok_or(StorageError::Corrupted { offset: r.off, what: "chunk outside the file" })?;
+        // SeqCst: the generation is read after the zeros were stored.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(self.ctx.region.sync_generation())
     }
 
     /// Zeroes the body of the recycled chunk `r` (past its grace period and out of every
@@ -178,9 +203,12 @@ impl ShardWriter<'_> {
     ///
     /// Why reusing a clean one as it is for the next solo record is safe. No sync has
     /// promised the old record: none started between its chunk's start and its replacement
-    /// (the generation was unchanged, read after the new record and its slot were written),
-    /// so every sync that completes from then on started after the new record was written
-    /// and promises it, and a crash before one completes may lose both. Reuse writes the new
+    /// (the generation was unchanged, read after the new record and its slot were written).
+    /// Reuse zeroes the old record's checksum and takes the chunk as it is only if still no
+    /// sync has started since the chunk was begun (else it zeroes the chunk and waits, see
+    /// [`reuse_recycled`](Self::reuse_recycled)): until a sync completes, nothing written
+    /// since then is promised, and every sync that completes later writes the zeroed
+    /// checksum, so the old record never reads whole from the disk again. Reuse writes the new
     /// header last ([`write_due_header`](Self::write_due_header)), at the old header's place,
     /// so a chunk never starts inside the old one's extent, which the old header would hide
     /// from the file's walk. Only replacements recycle: a removal marks the record itself,
@@ -304,7 +332,8 @@ impl ShardWriter<'_> {
     pub(super) fn unrecycle(&mut self, r: Recycled) {
         self.st.chunks.insert((r.seq, r.off), RecordChunk { off: r.off, len: r.len, born: r.born });
         if !r.counted() {
-            self.st.dead_bytes += r.len;
+            // Its records, as `push_recycled` took them off (not the header and slack).
+            self.st.dead_bytes += r.dead;
         }
     }
 
