@@ -259,8 +259,14 @@ fn racing_readers(db: Arc<Db>) {
     }
     assert!(reads.load(Ordering::Relaxed) > 0);
     let s = db.stats().unwrap();
-    // 6,000 values of up to 84 KB were written; the live ones take 16 chunks.
-    assert!(s.dead_bytes < 64 << 20, "{s:?}");
+    // 6,000 values of 4-84 KB were written (about 264 MB); the live ones take 16 chunks.
+    // How many chunks could be reused depends on the scheduler: a reader preempted while
+    // pinned holds back every reuse, and a shard keeps at most 32 chunks waiting (the
+    // others go back to its dead records, for a rebuild). On the 2-vCPU VM (release
+    // builds, 2026-11-28) a file kept 43-53 MB dead with this test alone and 50-78 MB
+    // beside the other tests of this file (the old bound, 64 MB, failed there 6 times in
+    // 30), memory 0-33 MB. Without recycling, all but the live 0.6 MB would be.
+    assert!(s.dead_bytes < 160 << 20, "{s:?}");
 }
 
 #[test]
@@ -490,9 +496,12 @@ fn racing_small_readers(db: Arc<Db>) {
     let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
     assert!(reads > 0);
     check_small(&db, KEYS, 1_499);
-    // 96,000 records were written; the live ones take 64.
+    // 96,000 records of 28-29 bytes were written (2.8 MB); the live ones take 64. As
+    // above, a reader preempted while pinned holds back reuse: 0.23-1.26 MB stayed dead on
+    // the 2-vCPU VM (the old bound, 1 MiB, failed 5 times in 30 runs of this file); without
+    // recycling, all of it would.
     let s = db.stats().unwrap();
-    assert!(s.dead_bytes < 1 << 20, "{s:?}");
+    assert!(s.dead_bytes < 2 << 20, "{s:?}");
 }
 
 #[test]
