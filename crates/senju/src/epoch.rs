@@ -9,10 +9,10 @@
 //! database's slots come in segments of [`SEGMENT`] lines, the first made with the database
 //! and each further one when a thread with a number in it first pins there, so up to
 //! [`SLOTS`] live threads each have a slot of their own. Beyond that many, threads share
-//! slots: they stay correct, but a shared slot's epoch moves on only once none of its
-//! threads is pinned, so sharing readers that keep overlapping can hold back reuse for as
-//! long as they do. Nothing a reader writes is written by another thread unless it shares
-//! the slot.
+//! the first segment's slots (so that no database makes every segment for them): they stay
+//! correct, but a shared slot's epoch moves on only once none of its threads is pinned, so
+//! sharing readers that keep overlapping can hold back reuse for as long as they do.
+//! Nothing a reader writes is written by another thread unless it shares the slot.
 //!
 //! Slot word: bits 16..64 the epoch the slot was pinned at, bits 0..16 how many pins are
 //! active on it (nesting, or threads sharing the slot). A slot with count 0 is quiescent.
@@ -24,16 +24,15 @@
 //! every slot is quiescent or pinned at an epoch after `e`. Argument (all operations on
 //! `global`, the slots, the segment pointers and the table words are `SeqCst`): a reader
 //! whose pin comes before the writer's unpublishing store in the single total order read
-//! `global <= e`, and so did the store that published its slot's segment (earlier in the
-//! reader's thread); the writer's scan, which comes later, loads that pointer and sees the
-//! slot until the reader unpins. A reader whose pin comes after that store loads the table
+//! `global <= e`, and the store that published its slot's segment (its own, or the one its
+//! load of the pointer read, by whichever thread) comes before its pin in that order too;
+//! the writer's scan, which comes later, loads that pointer and sees the slot until the
+//! reader unpins. A reader whose pin comes after that store loads the table
 //! word after it too and so never sees the old space.
 
 use std::cell::Cell;
-use std::collections::BTreeSet;
 use std::marker::PhantomData;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crate::shard::CacheLine;
 
@@ -92,22 +91,11 @@ impl Drop for Reading {
     }
 }
 
-/// The slot numbers of every database: numbers never leased yet start at `fresh`; `back`
-/// holds those handed back by exited threads, below `fresh`. Taken once per thread, at its
-/// first pin and at its exit, so a plain mutex.
-struct Lease {
-    fresh: usize,
-    back: BTreeSet<usize>,
-    /// The next slot to share once every number is leased.
-    shared: usize,
-}
-
-static LEASE: Mutex<Lease> = Mutex::new(Lease { fresh: 0, back: BTreeSet::new(), shared: 0 });
-
-fn lease() -> std::sync::MutexGuard<'static, Lease> {
-    // The lease holds no invariant a panic could break half-way.
-    LEASE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// Slot numbers leased to live threads: number `i` is bit `i % 64` of word `i / 64`. Atomic
+/// words, not a lock: a child of `fork` inherits them as they were, and a lock held by a
+/// thread of the parent at the fork would stay held in the child for good (its first pin,
+/// or the forking thread's exit, would then hang).
+static LEASED: [AtomicU64; SLOTS / 64] = [const { AtomicU64::new(0) }; SLOTS / 64];
 
 /// The calling thread's slot number (see [`THREAD_SLOT`]); `% SLOTS` gives the slot.
 #[inline]
@@ -117,32 +105,46 @@ fn thread_slot() -> usize {
 }
 
 /// Leases the lowest free slot number to the calling thread, or, with every one leased,
-/// lets it share one.
+/// lets it share one of the first segment's slots (made with every database).
 #[cold]
 fn lease_slot() -> usize {
-    let v = {
-        let mut l = lease();
-        let own = match l.back.pop_first() {
-            Some(i) => Some(i),
-            None if l.fresh < SLOTS => {
-                l.fresh += 1;
-                Some(l.fresh - 1)
-            }
-            None => None,
-        };
-        match own {
-            // Touching the returner registers its destructor; a thread already past it (a
-            // pin from another thread-local's destructor) keeps the number for good.
-            Some(i) if RETURN_SLOT.try_with(|_| ()).is_ok() => i,
-            Some(i) => SLOTS + i,
-            None => {
-                l.shared = (l.shared + 1) % SLOTS;
-                SLOTS + l.shared
-            }
+    let v = match lease_number() {
+        // Touching the returner registers its destructor. A thread already past it (a pin
+        // from another thread-local's destructor) hands the number back at once and shares
+        // its slot from then on.
+        Some(i) if RETURN_SLOT.try_with(|_| ()).is_ok() => i,
+        Some(i) => {
+            hand_back(i);
+            SLOTS + i
+        }
+        None => {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            SLOTS + NEXT.fetch_add(1, Ordering::Relaxed) % SEGMENT
         }
     };
     let _ = THREAD_SLOT.try_with(|s| s.set(v));
     v
+}
+
+/// Takes the lowest number not leased, if any. Relaxed throughout: the numbers only spread
+/// threads over slots; correctness never depends on a slot having one thread.
+fn lease_number() -> Option<usize> {
+    for (w, word) in LEASED.iter().enumerate() {
+        let mut leased = word.load(Ordering::Relaxed);
+        while leased != u64::MAX {
+            let bit = (!leased).trailing_zeros() as usize;
+            let taken = leased | 1 << bit;
+            match word.compare_exchange_weak(leased, taken, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(w * 64 + bit),
+                Err(now) => leased = now,
+            }
+        }
+    }
+    None
+}
+
+fn hand_back(i: usize) {
+    LEASED[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
 }
 
 /// Runs at thread exit and hands a leased slot number back. A pin taken later in the
@@ -155,7 +157,7 @@ impl Drop for ReturnSlot {
             let v = s.get();
             if v < SLOTS {
                 s.set(SLOTS + v);
-                lease().back.insert(v);
+                hand_back(v);
             }
         });
     }
@@ -199,6 +201,19 @@ impl Epochs {
         // SAFETY: a published segment lives, unchanged, as long as `self`.
         let segment: &Segment = unsafe { &*p };
         &segment[line].0
+    }
+
+    /// The slot of thread slot number `v` if its segment was made here (a thread never
+    /// pinned here has no pin to find, and no segment is made for looking).
+    fn made_slot(&self, v: usize) -> Option<&AtomicU64> {
+        let i = v % SLOTS;
+        if i < SEGMENT {
+            return Some(&self.first[i].0);
+        }
+        // SeqCst: as in `slot_beyond`.
+        let p = self.more[i / SEGMENT].load(Ordering::SeqCst);
+        // SAFETY: as in `slot_beyond`.
+        (!p.is_null()).then(|| &unsafe { &*p }[i % SEGMENT].0)
     }
 
     /// Publishes segment `seg` (or returns the one another thread published first).
@@ -265,7 +280,9 @@ impl Epochs {
     /// which only turns a wait into an error.
     pub(crate) fn pinned_here(&self) -> bool {
         READING.with(Cell::get) != 0
-            && self.slot(thread_slot()).load(Ordering::Relaxed) & COUNT_MASK != 0
+            && self
+                .made_slot(thread_slot())
+                .is_some_and(|s| s.load(Ordering::Relaxed) & COUNT_MASK != 0)
     }
 
     /// Whether no reader can still hold a reference to space retired at epoch `e`.
