@@ -512,10 +512,11 @@ fn locked(file: &File, path: PathBuf) -> OpenError {
 }
 
 /// Gives each shard its live record chunks, and the free space the walk found to the file's
-/// free space. Voided record chunks still hold valid records: they (and, after a crash, every
-/// gap) are punched to zeros and synced before any of that space is reused, so no stale
-/// record can ever follow a new one. Index chunks other than the shards' current tables are
-/// free as they are.
+/// free space. Voided record chunks still hold valid records: they (and, after a crash, all
+/// of the free space) are punched to zeros and synced before any of that space is reused, so
+/// no stale record can ever follow a new one, and no chunk the walk did not see survives.
+/// After a clean close, index chunks other than the shards' current tables are free as
+/// they are.
 fn hand_out_space(
     ctx: &Ctx,
     shards: &[Shard],
@@ -538,10 +539,12 @@ fn hand_out_space(
         }
         free.retain(|e| !damaged.contains(e));
     }
-    let mut punch = voided;
-    if recovered {
-        punch.extend(&walk.gaps);
-    }
+    // After a crash every free extent is punched, retired tables too: a power cut may have
+    // kept a table's header while record chunks written after the last sync went into its
+    // space, and the walk, taking the header, skipped them. Left there, they would read
+    // again once a later chunk overwrote that header (without covering theirs), newer by
+    // sequence number than what was written and synced in between (removals included).
+    let punch = if recovered { free.clone() } else { voided };
     if !punch.is_empty() {
         for &(off, len) in &punch {
             // SAFETY: opening is single-threaded; nothing references this space.
