@@ -216,6 +216,8 @@ impl PyDb {
 
     fn scan(&self, py: Python<'_>, kind: Kind) -> PyResult<Scan> {
         self.inner.check_open(py)?;
+        // In a child of `fork`, ForkedError at once (as every call), not at the first `next`.
+        self.inner.db.check_fork().map_err(|e| errors::storage(py, e))?;
         Ok(Scan::new(self.inner.clone(), kind))
     }
 }
@@ -446,6 +448,9 @@ impl PyDb {
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
         self.inner.check_open(py)?;
+        // `Db::len` reads counters only: in a child of `fork` it would return the parent's
+        // count, where every call raises ForkedError (`bool(db)` comes here too).
+        self.inner.db.check_fork().map_err(|e| errors::storage(py, e))?;
         Ok(usize::try_from(self.inner.db.len()).unwrap_or(usize::MAX))
     }
 

@@ -25,6 +25,7 @@ fn _senju(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_VALUE_LEN", senju::MAX_VALUE_LEN)?;
     m.add("LARGE_VALUE", gil::LARGE)?;
     m.add("SCAN_CHUNK", scan::CHUNK)?;
+    m.add("SCAN_CHUNK_BYTES", scan::CHUNK_BYTES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! Iteration over a database: keys, values or items, fetched in chunks.
 //!
-//! Each chunk of [`CHUNK`] entries is read by a `senju::Cursor` (which borrows nothing, so it
-//! lives in the iterator between calls), with the GIL released unless the handle's policy is
-//! `hold`; entries are then handed out one by one with the GIL held. A long scan therefore
+//! Each chunk of [`CHUNK`] entries (values: no more than [`CHUNK_BYTES`] and one more) is read
+//! by a `senju::Cursor` (which borrows nothing, so it lives in the iterator between calls),
+//! with the GIL released unless the handle's policy is `hold`; entries are then handed out one by one with the GIL held. A long scan therefore
 //! never holds the GIL for more than one chunk of engine work, and Python code (signal
 //! handlers included) runs between items. Weakly consistent, as the cursor: a key present for
 //! the whole scan is yielded exactly once.
@@ -21,6 +21,10 @@ use crate::errors;
 
 /// Entries read per cursor step.
 pub(crate) const CHUNK: usize = 512;
+
+/// Bytes of keys and values a step of `values()` or `items()` reads at most (plus one entry):
+/// 512 values of up to 1 GiB each must not be copied at once.
+pub(crate) const CHUNK_BYTES: usize = 4 << 20;
 
 /// What a scan yields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +89,9 @@ impl Scan {
             let release = self.inner.gil.releases_long();
             let got = crate::gil::Gil::run(py, release, || match kind {
                 Kind::Keys => cursor.next_keys(db, CHUNK).map(|v| (v, Vec::new())),
-                Kind::Values | Kind::Items => cursor.next_pairs(db, CHUNK).map(|v| (Vec::new(), v)),
+                Kind::Values | Kind::Items => {
+                    cursor.next_pairs_within(db, CHUNK, CHUNK_BYTES).map(|v| (Vec::new(), v))
+                }
             });
             let (keys, pairs) = match got {
                 Ok(got) => got,

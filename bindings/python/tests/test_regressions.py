@@ -395,3 +395,59 @@ def test_a_missing_directory_gives_an_os_error_with_enoent(tmp_path: pathlib.Pat
         assert "does not exist" in str(e)
     else:
         raise AssertionError("opening in a missing directory succeeded")
+
+
+FORK_LEN = """
+import os, sys
+import senju
+with senju.open(sys.argv[1]) as db:
+    db[b"a"] = b"1"
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        for call in (lambda: len(db), lambda: bool(db), lambda: iter(db), lambda: iter(db.items())):
+            try:
+                print("returned", call())
+            except senju.ForkedError:
+                print("ForkedError")
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_len_and_a_new_scan_in_a_fork_child_raise_forked_error(tmp_path: pathlib.Path) -> None:
+    """`len(db)` and `bool(db)` in a fork child returned the parent's count (they read
+    counters only), and a new scan (`iter(db)`, `iter(db.items())`) raised only at its first
+    `next`."""
+    out = run_child(FORK_LEN, str(tmp_path / "f.sj"))
+    assert out.split() == ["ForkedError"] * 4, out
+
+
+LARGE_VALUES_SCAN = """
+import resource, sys
+import senju
+db = senju.open(memory=True, shards=1, gil=sys.argv[1])
+for i in range(32):
+    db[b"k%02d" % i] = bytes([i]) * (8 << 20)
+with open("/proc/self/statm") as f:
+    used = int(f.read().split()[0]) * resource.getpagesize()
+# 96 MiB of address space beyond what is mapped now: room for a few 8 MiB values at once,
+# not for the 256 MiB of all of them.
+resource.setrlimit(resource.RLIMIT_AS, (used + (96 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+n = 0
+for k, v in db.items():
+    assert v == bytes([int(k[1:])]) * (8 << 20)
+    n += 1
+    del k, v
+print(n)
+"""
+
+
+@pytest.mark.parametrize("gil", ["auto", "hold"])
+def test_a_scan_of_large_values_copies_a_few_at_a_time(gil: str) -> None:
+    """`values()` and `items()` copied 512 values per step whatever their size (up to
+    512 GiB for values of 1 GiB): under an address-space limit, 32 values of 8 MiB aborted
+    the process. A step now stops once it holds `senju.SCAN_CHUNK_BYTES` (4 MiB)."""
+    out = run_child(LARGE_VALUES_SCAN, gil)
+    assert out.split() == ["32"], out

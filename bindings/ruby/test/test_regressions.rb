@@ -165,4 +165,18 @@ class TestRegressions < Minitest::Test
     assert_equal Errno::ENOENT::Errno, e.errno, e.message
     assert_match(/does not exist/, e.message)
   end
+
+  # A step of `each` copied up to 1000 pairs whatever their size (values may be up to
+  # 1 GiB each); it now stops once it holds 4 MiB of keys and values (one pair may pass).
+  def test_a_scan_step_of_large_values_copies_a_few
+    Senju::DB.open(memory: true, shards: 1) do |db|
+      20.times { |i| db["k#{i}"] = i.chr * (1 << 20) }
+      pairs = db._cursor.next_pairs(1000).each_slice(2).to_a
+      assert_equal 4, pairs.size, "1 MiB values and their keys: the fourth pair passes 4 MiB"
+      seen = {}
+      db.each { |k, v| seen[k] = v.bytesize }
+      assert_equal 20, seen.size
+      assert(seen.values.all? { |n| n == 1 << 20 })
+    end
+  end
 end

@@ -146,12 +146,32 @@ impl Cursor {
     ///
     /// If `db` is not the database that made this cursor.
     pub fn next_pairs(&mut self, db: &Db, max: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.next_pairs_within(db, max, usize::MAX)
+    }
+
+    /// Up to `max` more `(key, value)` pairs, as [`next_pairs`](Self::next_pairs), but no
+    /// more once the pairs taken hold `max_bytes` of keys and values: memory for a chunk is
+    /// bounded by `max_bytes` plus one pair, however large the values (a binding's scan of
+    /// values up to 1 GiB each should not copy hundreds at once). At least one pair unless
+    /// the scan is over.
+    ///
+    /// # Panics
+    ///
+    /// If `db` is not the database that made this cursor.
+    pub fn next_pairs_within(
+        &mut self,
+        db: &Db,
+        max: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let max = max.max(1);
         let mut out = Vec::with_capacity(max.min(1024));
-        while out.len() < max {
+        let mut bytes = 0usize;
+        while out.len() < max && bytes < max_bytes {
             self.fill(db)?;
             let Some(key) = self.keys.pop_front() else { break };
             if let Some(value) = db.get(&key)? {
+                bytes = bytes.saturating_add(key.len() + value.len());
                 out.push((key, value));
             }
         }

@@ -50,6 +50,42 @@ fn yields_every_key_exactly_once_in_chunks() {
     assert!(empty.cursor().next_pairs(&empty, 10).unwrap().is_empty());
 }
 
+/// A byte budget ends a chunk once its pairs reach it (one pair may pass it), and never
+/// yields an empty chunk before the end: every key still comes once.
+#[test]
+fn a_byte_budget_bounds_each_chunk() {
+    let db = Db::builder().shards(4).memory().unwrap();
+    // 40 keys of 9 bytes with values of 1,000 to 4,900 bytes.
+    let len = |i: u32| 1000 + 100 * i as usize;
+    for i in 0..40 {
+        db.set(&key(i), &vec![i as u8; len(i)]).unwrap();
+    }
+    for budget in [1, 2500, 10_000] {
+        let mut c = db.cursor();
+        let (mut seen, mut chunks) = (BTreeSet::new(), 0);
+        loop {
+            let chunk = c.next_pairs_within(&db, 1000, budget).unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            chunks += 1;
+            let bytes = |p: &[(Vec<u8>, Vec<u8>)]| p.iter().map(|(k, v)| k.len() + v.len()).sum();
+            // Below the budget before its last pair, whatever the pairs' sizes.
+            let before_last: usize = bytes(&chunk[..chunk.len() - 1]);
+            assert!(before_last < budget, "budget {budget}: {before_last} bytes before the last");
+            for (k, v) in chunk {
+                let i = u32::from(v[0]);
+                assert_eq!((k, v.len()), (key(i), len(i)));
+                assert!(seen.insert(i), "key {i} yielded twice");
+            }
+        }
+        assert_eq!(seen.len(), 40, "budget {budget}");
+        if budget == 1 {
+            assert_eq!(chunks, 40, "a budget of one byte: one pair a chunk");
+        }
+    }
+}
+
 #[test]
 #[should_panic(expected = "different database")]
 fn refuses_another_database() {

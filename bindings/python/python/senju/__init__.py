@@ -40,7 +40,14 @@ from ._errors import (
     TooLargeError,
     UnsupportedVersionError,
 )
-from ._senju import LARGE_VALUE, MAX_KEY_LEN, MAX_VALUE_LEN, SCAN_CHUNK, __version__
+from ._senju import (
+    LARGE_VALUE,
+    MAX_KEY_LEN,
+    MAX_VALUE_LEN,
+    SCAN_CHUNK,
+    SCAN_CHUNK_BYTES,
+    __version__,
+)
 from ._senju import Db as _NativeDb
 
 if TYPE_CHECKING:
@@ -71,6 +78,7 @@ __all__ = [
     "MAX_VALUE_LEN",
     "LARGE_VALUE",
     "SCAN_CHUNK",
+    "SCAN_CHUNK_BYTES",
     "__version__",
 ]
 

@@ -30,8 +30,12 @@ fn cursor(ruby: &Ruby, rb_self: &DbObject) -> Result<CursorObject, Error> {
     Ok(CursorObject { h: Arc::clone(&rb_self.h), cursor: Mutex::new(h.db.cursor()) })
 }
 
-/// `cursor.next_pairs(max)`: up to `max` pairs as a flat Array `[k1, v1, k2, v2, ...]`;
-/// empty at the end.
+/// Bytes of keys and values one `next_pairs` copies at most (plus one pair): a chunk of
+/// values of up to 1 GiB each must not be copied at once.
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// `cursor.next_pairs(max)`: up to `max` pairs as a flat Array `[k1, v1, k2, v2, ...]`, fewer
+/// once they hold [`CHUNK_BYTES`]; empty at the end.
 fn next_pairs(ruby: &Ruby, rb_self: &CursorObject, max: usize) -> Result<RArray, Error> {
     let h = &rb_self.h;
     if h.closed.load(Ordering::Relaxed) {
@@ -46,7 +50,7 @@ fn next_pairs(ruby: &Ruby, rb_self: &CursorObject, max: usize) -> Result<RArray,
             *busy = true;
             return Ok(Step::Done);
         };
-        *out = Some(c.next_pairs(&h.db, max)?);
+        *out = Some(c.next_pairs_within(&h.db, max, CHUNK_BYTES)?);
         Ok(Step::Done)
     })?;
     if st.1 {
