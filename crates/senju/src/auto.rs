@@ -185,6 +185,10 @@ impl AutoRebuild {
         }
         let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {
+            // Again: `start` publishes the thread only after spawning it, holding the lock we
+            // just took, so the look above may have missed a thread that then parked before
+            // it saw `stop`; joined unwoken, it would keep `close` waiting for good.
+            h.thread().unpark();
             // A panic in a pass is reported like an error (below); nothing to clean here.
             let _ = h.join();
         }
@@ -195,6 +199,42 @@ impl AutoRebuild {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// `stop` racing `start`: the thread is spawned, checks `stop` (not yet set) and parks;
+    /// `stop` sets the flag, finds no thread published yet and waits for the lock `start`
+    /// holds; then `start` publishes the thread. `stop` must still wake it (before, it
+    /// joined a thread that slept for good, and `close` hung). The steps are ordered by
+    /// channels and the stop flag, not by time; the failure is a hang of this test.
+    #[test]
+    fn stop_wakes_a_thread_that_start_published_after_it_looked() {
+        let auto = std::sync::Arc::new(AutoRebuild::new(1));
+        let (parking_tx, parking_rx) = std::sync::mpsc::channel();
+        let mut stopper = None;
+        auto.start(|| {
+            let a = std::sync::Arc::clone(&auto);
+            let h = std::thread::spawn(move || {
+                let mut first = true;
+                while !a.stop.load(Ordering::Acquire) {
+                    if std::mem::take(&mut first) {
+                        // Checked `stop` (false); an unpark from here on wakes the park.
+                        parking_tx.send(()).unwrap();
+                    }
+                    std::thread::park();
+                }
+            });
+            parking_rx.recv().unwrap();
+            let a = std::sync::Arc::clone(&auto);
+            stopper = Some(std::thread::spawn(move || a.stop()));
+            while !auto.stop.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            // `stop` has looked for the thread (none yet) or is about to; it cannot take the
+            // handle before this returns.
+            Ok(h)
+        });
+        stopper.unwrap().join().unwrap();
+        assert!(auto.handle.lock().unwrap().is_none());
+    }
 
     /// Runs `run` for two passes; the first takes 50 ms and asks for another. Returns how
     /// many rests were cut short and how often `urgent` was asked.
