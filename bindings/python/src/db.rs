@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use senju::{Db, Durability};
 
@@ -717,10 +717,13 @@ impl PyDb {
         self.inner.closed.load(Ordering::Relaxed)
     }
 
-    /// The file's path, or `None` for an in-memory database.
+    /// The file's path, or `None` for an in-memory database: as `os.fsdecode` spells it
+    /// (bytes that are not UTF-8 as surrogates), so that it opens the same file again.
     #[getter]
-    fn path(&self) -> Option<String> {
-        self.inner.path.as_ref().map(|p| p.display().to_string())
+    fn path<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyString>> {
+        let p = self.inner.path.as_ref()?;
+        let Ok(s) = p.as_os_str().into_pyobject(py);
+        Some(s)
     }
 
     /// The GIL policy: "auto", "release" or "hold".

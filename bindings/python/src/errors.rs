@@ -65,9 +65,16 @@ static FULL: Class = Class::new("FullError");
 static READ_ONLY: Class = Class::new("ReadOnlyError");
 static FORKED: Class = Class::new("ForkedError");
 
+/// The engine's message with its Rust option names (`Builder::max_size`) as this binding's
+/// keywords.
+fn in_python(msg: String) -> String {
+    msg.replace("`Builder::max_size`", "max_size=")
+        .replace("`Builder::create(true)`", "create=True")
+}
+
 /// The Python exception for an error of an open database.
 pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
-    let msg = e.to_string();
+    let msg = in_python(e.to_string());
     match e {
         StorageError::TooLarge { len, max, .. } => TOO_LARGE.err_with(py, msg, |exc| {
             exc.setattr("length", len)?;
@@ -111,17 +118,19 @@ fn os_error_attrs(
         exc.setattr("strerror", strerror)?;
     }
     if let Some(p) = path {
-        exc.setattr("filename", p.display().to_string())?;
+        // The path as Python spells it (`os.fsdecode`: bytes that are not UTF-8 as
+        // surrogates), so that it names the same file.
+        exc.setattr("filename", p.as_os_str())?;
     }
     Ok(())
 }
 
 /// The Python exception for a failed open.
 pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
-    let msg = e.to_string();
+    let msg = in_python(e.to_string());
     match e {
         OpenError::Locked { path, pid } => LOCKED.err_with(py, msg, |exc| {
-            exc.setattr("path", path.display().to_string())?;
+            exc.setattr("path", path.as_os_str())?;
             exc.setattr("pid", pid)
         }),
         OpenError::NotADatabase { .. } => NOT_A_DATABASE.err(py, msg),
@@ -140,7 +149,10 @@ pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
         OpenError::Io { path, source } => {
             IO.err_with(py, msg, |exc| os_error_attrs(exc, &source, Some(&path)))
         }
-        OpenError::AddressSpace { .. } => IO.err(py, msg),
+        OpenError::AddressSpace { path, source, .. } => {
+            let path = (!path.as_os_str().is_empty()).then_some(path);
+            IO.err_with(py, msg, |exc| os_error_attrs(exc, &source, path.as_deref()))
+        }
         OpenError::Storage(e) => storage(py, e),
         _ => ERROR.err(py, msg),
     }

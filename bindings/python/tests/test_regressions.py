@@ -451,3 +451,27 @@ def test_a_scan_of_large_values_copies_a_few_at_a_time(gil: str) -> None:
     the process. A step now stops once it holds `senju.SCAN_CHUNK_BYTES` (4 MiB)."""
     out = run_child(LARGE_VALUES_SCAN, gil)
     assert out.split() == ["32"], out
+
+
+def test_the_path_of_a_file_whose_name_is_not_utf8_opens_it_again(tmp_path: pathlib.Path) -> None:
+    """`db.path` (and an error's `filename`) replaced bytes that are not UTF-8 with U+FFFD,
+    so the path named no file; it is spelled as `os.fsdecode` spells it now."""
+    raw = os.fsencode(tmp_path) + b"/x\xff.sj"
+    with senju.open(raw) as db:
+        db[b"k"] = b"v"
+        path = db.path
+    assert path == os.fsdecode(raw)
+    with senju.open(path, create=False) as db:
+        assert db[b"k"] == b"v"
+    with pytest.raises(senju.NotFoundError) as e:
+        senju.open(raw + b"-missing", create=False)
+    assert e.value.filename == os.fsdecode(raw + b"-missing")
+
+
+def test_a_full_database_names_the_python_option() -> None:
+    """The engine's message named the Rust option (`Builder::max_size`)."""
+    db = senju.open(memory=True, max_size=1 << 20)
+    with pytest.raises(senju.FullError) as e:
+        for i in range(1000):
+            db[b"k%d" % i] = b"x" * 10000
+    assert "Builder::" not in str(e.value) and "max_size=" in str(e.value), str(e.value)

@@ -179,4 +179,15 @@ class TestRegressions < Minitest::Test
       assert(seen.values.all? { |n| n == 1 << 20 })
     end
   end
+
+  # The engine's messages named Rust options (`Builder::max_size`, `Builder::create(true)`).
+  def test_messages_name_the_ruby_keywords
+    Senju::DB.open(memory: true, max_size: 1 << 20) do |db|
+      e = assert_raises(Senju::FullError) { 1000.times { |i| db["k#{i}"] = "x" * 10_000 } }
+      refute_match(/Builder::/, e.message)
+      assert_match(/max_size:/, e.message)
+    end
+    e = assert_raises(Senju::NotFoundError) { Senju::DB.open(db_path("none.sj"), create: false) }
+    refute_match(/Builder::/, e.message)
+  end
 end

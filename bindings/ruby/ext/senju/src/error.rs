@@ -61,6 +61,13 @@ classes! {
     FORKED = "ForkedError";
 }
 
+/// The engine's message with its Rust option names (`Builder::max_size`) as this binding's
+/// keywords.
+fn in_ruby(msg: String) -> String {
+    msg.replace("`Builder::max_size`", "max_size:")
+        .replace("`Builder::create(true)`", "create: true")
+}
+
 /// The exception for a failed operation on an open database.
 pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
     let class = match &e {
@@ -68,12 +75,12 @@ pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
         StorageError::Closed => &CLOSED,
         StorageError::Corrupted { .. } => &CORRUPTED,
         StorageError::Full { .. } => &FULL,
-        StorageError::Io(io) => return io_error(ruby, e.to_string(), errno_of(ruby, io)),
+        StorageError::Io(io) => return io_error(ruby, in_ruby(e.to_string()), errno_of(ruby, io)),
         StorageError::ReadOnly => &READ_ONLY,
         StorageError::Forked { .. } => &FORKED,
         _ => &BASE,
     };
-    Error::new(ruby.get_inner(class), e.to_string())
+    Error::new(ruby.get_inner(class), in_ruby(e.to_string()))
 }
 
 /// The exception for a failed open.
@@ -87,14 +94,13 @@ pub(crate) fn open_error(ruby: &Ruby, e: OpenError) -> Error {
         OpenError::Corrupted { .. } => &CORRUPTED,
         OpenError::InvalidOption { .. } => &INVALID_OPTION,
         OpenError::NotFound { .. } => &NOT_FOUND,
-        OpenError::Io { ref source, .. } => {
+        OpenError::Io { ref source, .. } | OpenError::AddressSpace { ref source, .. } => {
             let errno = errno_of(ruby, source);
-            return io_error(ruby, e.to_string(), errno);
+            return io_error(ruby, in_ruby(e.to_string()), errno);
         }
-        OpenError::AddressSpace { .. } => &IO,
         _ => &BASE,
     };
-    Error::new(ruby.get_inner(class), e.to_string())
+    Error::new(ruby.get_inner(class), in_ruby(e.to_string()))
 }
 
 /// The operating system's error number of `e`. The engine words some errors itself (a file
