@@ -302,6 +302,38 @@ fn push_pair<'py>(out: &mut Vec<Pair<'py>>, i: usize, item: Bound<'py, PyAny>) -
     Ok(())
 }
 
+/// An integer option of `open`: `None` if not given; `InvalidOptionError` naming the option
+/// for an int outside `T`'s range (PyO3's own conversion raised an `OverflowError` that
+/// named no option); `TypeError` for anything but an int.
+fn int_option<T>(py: Python<'_>, name: &str, v: Option<Bound<'_, PyAny>>) -> PyResult<Option<T>>
+where
+    T: TryFrom<i128> + Bounded,
+{
+    let Some(v) = v else { return Ok(None) };
+    let out_of_range = || {
+        let (lo, hi) = T::RANGE;
+        errors::invalid_option(py, format!("invalid option `{name}`: {v} is not in {lo}..={hi}"))
+    };
+    match v.extract::<i128>() {
+        Ok(n) => T::try_from(n).map(Some).map_err(|_| out_of_range()),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => Err(out_of_range()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The range of an integer option, for its error message.
+trait Bounded {
+    const RANGE: (u64, u64);
+}
+
+impl Bounded for u32 {
+    const RANGE: (u64, u64) = (0, u32::MAX as u64);
+}
+
+impl Bounded for u64 {
+    const RANGE: (u64, u64) = (0, u64::MAX);
+}
+
 #[pymethods]
 impl PyDb {
     #[new]
@@ -317,13 +349,17 @@ impl PyDb {
         truncate: bool,
         create: bool,
         gil: &str,
-        shards: Option<u32>,
-        max_size: Option<u64>,
-        capacity_hint: Option<u64>,
-        auto_rebuild: Option<u64>,
+        shards: Option<Bound<'_, PyAny>>,
+        max_size: Option<Bound<'_, PyAny>>,
+        capacity_hint: Option<Bound<'_, PyAny>>,
+        auto_rebuild: Option<Bound<'_, PyAny>>,
         recovery_progress: Option<Py<PyAny>>,
     ) -> PyResult<PyDb> {
         let gil = Gil::parse(py, gil)?;
+        let shards: Option<u32> = int_option(py, "shards", shards)?;
+        let max_size: Option<u64> = int_option(py, "max_size", max_size)?;
+        let capacity_hint: Option<u64> = int_option(py, "capacity_hint", capacity_hint)?;
+        let auto_rebuild: Option<u64> = int_option(py, "auto_rebuild", auto_rebuild)?;
         let mut b = Db::builder().create(create).truncate(truncate).read_only(readonly);
         if let Some(n) = shards {
             b = b.shards(n);

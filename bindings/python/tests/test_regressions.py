@@ -475,3 +475,21 @@ def test_a_full_database_names_the_python_option() -> None:
         for i in range(1000):
             db[b"k%d" % i] = b"x" * 10000
     assert "Builder::" not in str(e.value) and "max_size=" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [dict(shards=-1), dict(shards=2**40), dict(max_size=-1), dict(capacity_hint=-1),
+     dict(auto_rebuild=-1), dict(max_size=2**70)],
+)
+def test_an_integer_option_out_of_range_names_the_option(option: dict[str, int]) -> None:
+    """PyO3's conversion raised `OverflowError: out of range integral type conversion
+    attempted`, naming no option; now `InvalidOptionError` (a `ValueError`) names it."""
+    name = next(iter(option))
+    with pytest.raises(senju.InvalidOptionError, match=f"`{name}`"):
+        senju.open(memory=True, **option)
+
+
+def test_an_integer_option_of_another_type_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        senju.open(memory=True, shards="4")  # type: ignore[arg-type]
