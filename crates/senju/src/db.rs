@@ -899,8 +899,9 @@ impl Db {
     /// Pins the calling thread (see `epoch.rs`), then checks that the database is still
     /// open: `close` waits for every reader pinned before it began to wait, and a reader
     /// pinned later sees `closed` here (both `SeqCst`, with `close`'s store).
+    #[inline]
     pub(crate) fn pin_open(&self) -> Result<crate::epoch::Guard<'_>> {
-        let pin = self.core.ctx.epochs.pin();
+        let pin = self.core.ctx.epochs.pin().ok_or(StorageError::TooManyReads)?;
         if self.core.ctx.closed.load(Ordering::SeqCst) {
             return Err(StorageError::Closed);
         }

@@ -242,16 +242,22 @@ impl Epochs {
         std::iter::once(&*self.first).chain(more).flat_map(|s| s.iter().map(|l| &l.0))
     }
 
-    /// Pins the calling thread until the guard is dropped.
+    /// Pins the calling thread until the guard is dropped; `None` if the thread's own slot
+    /// holds as many pins as its count can (all of them this thread's: waiting would never
+    /// end). On a shared slot it waits for the other threads' pins instead.
     #[inline]
-    pub(crate) fn pin(&self) -> Guard<'_> {
-        let slot = self.slot(thread_slot());
+    pub(crate) fn pin(&self) -> Option<Guard<'_>> {
+        let v = thread_slot();
+        let slot = self.slot(v);
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
             let next = if cur & COUNT_MASK == 0 {
                 // SeqCst: see the module documentation (pairs with `retire` and `is_safe`).
                 (self.global.load(Ordering::SeqCst) << 16) | 1
             } else if cur & COUNT_MASK == COUNT_MASK {
+                if v < SLOTS {
+                    return None;
+                }
                 std::thread::yield_now();
                 cur = slot.load(Ordering::Relaxed);
                 continue;
@@ -261,7 +267,7 @@ impl Epochs {
             // SeqCst: the pin must precede, in the total order, the table-word load that
             // follows it (see the module documentation).
             match slot.compare_exchange_weak(cur, next, Ordering::SeqCst, Ordering::Relaxed) {
-                Ok(_) => return Guard { slot },
+                Ok(_) => return Some(Guard { slot }),
                 Err(v) => cur = v,
             }
         }

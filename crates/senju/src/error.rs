@@ -211,6 +211,10 @@ pub enum StorageError {
         /// The call refused: `"rebuild"` or `"close"`.
         call: &'static str,
     },
+    /// A read by a thread that already holds 65,535 reads of this database at once (live
+    /// [`Iter`](crate::Iter)s, nested [`get_with`](crate::Db::get_with) closures): the count
+    /// of a thread's reads has 16 bits. Drop iterators that are not needed any more.
+    TooManyReads,
 }
 
 impl fmt::Display for StorageError {
@@ -245,6 +249,11 @@ impl fmt::Display for StorageError {
                 "this handle was opened by process {opened_by}, and this process is a child of \
                  it made by fork, where the handle cannot be used; open the database here once \
                  the parent has closed it, or open it only after forking"
+            ),
+            StorageError::TooManyReads => write!(
+                f,
+                "this thread already holds 65,535 reads of the database at once (live \
+                 iterators, or nested `get_with` closures); drop iterators it no longer needs"
             ),
             StorageError::Reentrant { call } => write!(
                 f,

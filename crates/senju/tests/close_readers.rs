@@ -106,3 +106,29 @@ fn close_by_a_reading_thread_fails_instead_of_waiting_for_itself() {
     assert!(matches!(db.get(&1u32.to_le_bytes()), Err(StorageError::Closed)));
     assert!(matches!(db.iter().next(), Some(Err(StorageError::Closed))));
 }
+
+/// A thread that holds 65,535 reads at once (live iterators) has filled its pin count: its
+/// next read used to spin for good (waiting for pins only it could drop), and now fails
+/// with `TooManyReads`; once some are dropped, reads work again.
+#[test]
+fn a_thread_with_65535_live_iterators_gets_an_error_not_a_hang() {
+    let db = Db::memory().unwrap();
+    db.set(b"a", b"1").unwrap();
+    db.set(b"b", b"2").unwrap();
+    let mut live = Vec::new();
+    for _ in 0..65_535 {
+        let mut it = db.iter();
+        // Between two items an iterator holds its read.
+        assert!(it.next().unwrap().is_ok());
+        live.push(it);
+    }
+    assert!(matches!(db.get(b"a"), Err(StorageError::TooManyReads)));
+    let e = db.iter().next().unwrap().unwrap_err();
+    assert!(matches!(e, StorageError::TooManyReads), "{e}");
+    // Another thread has its own count.
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..])));
+    });
+    live.truncate(65_000);
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
