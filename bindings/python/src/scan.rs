@@ -2,10 +2,10 @@
 //!
 //! Each chunk of [`CHUNK`] entries (values: no more than [`CHUNK_BYTES`] and one more) is read
 //! by a `senju::Cursor` (which borrows nothing, so it lives in the iterator between calls),
-//! with the GIL released unless the handle's policy is `hold`; entries are then handed out one by one with the GIL held. A long scan therefore
-//! never holds the GIL for more than one chunk of engine work, and Python code (signal
-//! handlers included) runs between items. Weakly consistent, as the cursor: a key present for
-//! the whole scan is yielded exactly once.
+//! with the GIL released unless the handle's policy is `hold`; entries are then handed out
+//! one by one with the GIL held. A long scan therefore never holds the GIL for more than one
+//! chunk of engine work, and Python code (signal handlers included) runs between items.
+//! Weakly consistent, as the cursor: a key present for the whole scan is yielded exactly once.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};

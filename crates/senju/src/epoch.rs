@@ -189,57 +189,50 @@ impl Epochs {
     /// of threads beyond the first [`SEGMENT`] and of threads that share a slot.
     #[inline(never)]
     fn slot_beyond(&self, i: usize) -> &AtomicU64 {
-        let (seg, line) = (i / SEGMENT, i % SEGMENT);
-        if seg == 0 {
-            return &self.first[line].0;
-        }
-        // SeqCst: see the module documentation (pairs with the scan in `is_safe`).
-        let mut p = self.more[seg].load(Ordering::SeqCst);
-        if p.is_null() {
-            p = self.make_segment(seg);
-        }
-        // SAFETY: a published segment lives, unchanged, as long as `self`.
-        let segment: &Segment = unsafe { &*p };
-        &segment[line].0
+        let seg = i / SEGMENT;
+        let segment = self.made(seg).unwrap_or_else(|| self.make_segment(seg));
+        &segment[i % SEGMENT].0
     }
 
     /// The slot of thread slot number `v` if its segment was made here (a thread never
     /// pinned here has no pin to find, and no segment is made for looking).
     fn made_slot(&self, v: usize) -> Option<&AtomicU64> {
         let i = v % SLOTS;
-        if i < SEGMENT {
-            return Some(&self.first[i].0);
+        self.made(i / SEGMENT).map(|segment| &segment[i % SEGMENT].0)
+    }
+
+    /// Segment `seg`, if it was made.
+    fn made(&self, seg: usize) -> Option<&Segment> {
+        if seg == 0 {
+            return Some(&self.first);
         }
-        // SeqCst: as in `slot_beyond`.
-        let p = self.more[i / SEGMENT].load(Ordering::SeqCst);
-        // SAFETY: as in `slot_beyond`.
-        (!p.is_null()).then(|| &unsafe { &*p }[i % SEGMENT].0)
+        // SeqCst: see the module documentation (pairs with the scan in `is_safe`).
+        let p = self.more[seg].load(Ordering::SeqCst);
+        // SAFETY: a published segment lives, unchanged, as long as `self`.
+        (!p.is_null()).then(|| unsafe { &*p })
     }
 
     /// Publishes segment `seg` (or returns the one another thread published first).
     #[cold]
-    fn make_segment(&self, seg: usize) -> *mut Segment {
+    fn make_segment(&self, seg: usize) -> &Segment {
         let new = Box::into_raw(new_segment());
         let null = std::ptr::null_mut();
-        match self.more[seg].compare_exchange(null, new, Ordering::SeqCst, Ordering::SeqCst) {
+        let p = match self.more[seg].compare_exchange(null, new, Ordering::SeqCst, Ordering::SeqCst)
+        {
             Ok(_) => new,
             Err(theirs) => {
                 // SAFETY: `new` was never published.
                 drop(unsafe { Box::from_raw(new) });
                 theirs
             }
-        }
+        };
+        // SAFETY: as in `made`.
+        unsafe { &*p }
     }
 
     /// Every slot made so far.
     fn slots(&self) -> impl Iterator<Item = &AtomicU64> {
-        let more = self.more[1..].iter().filter_map(|p| {
-            // SeqCst: see the module documentation.
-            let p = p.load(Ordering::SeqCst);
-            // SAFETY: as in `slot`.
-            (!p.is_null()).then(|| unsafe { &*p })
-        });
-        std::iter::once(&*self.first).chain(more).flat_map(|s| s.iter().map(|l| &l.0))
+        (0..SEGMENTS).filter_map(|seg| self.made(seg)).flat_map(|s| s.iter().map(|l| &l.0))
     }
 
     /// Pins the calling thread until the guard is dropped; `None` if the thread's own slot

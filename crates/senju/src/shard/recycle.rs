@@ -94,8 +94,8 @@ impl ShardWriter<'_> {
     /// started since may have written the old record to the disk whole, and a cut that kept
     /// the new header and the disk's pages after it would read it as the newest of its key
     /// (the new record may begin with the same bytes). Such a chunk is zeroed and waits as
-    /// below. Any other reuse writes records at other places than the old ones, and under the new
-    /// header (once a crash of the machine wrote it back, but not every page after it) an
+    /// below. Any other reuse writes records at other places than the old ones, and under
+    /// the new header (once a crash of the machine wrote it back, but not every page after it) an
     /// old record that happened to begin just where the new records end would replay as
     /// newer than the record that replaced it, which a sync may have promised by then. So in
     /// a file the chunk's body is zeroed first, and a clean chunk is reused at once only if
@@ -172,23 +172,22 @@ impl ShardWriter<'_> {
     /// when it is written.
     fn void_solo_record(&self, r: &Recycled) -> Result<u64> {
         // The record began right after the header and was `dead` bytes long (see `recycle`).
-        let sum = r.off + CHUNK_HEADER_LEN + r.dead - 4;
-        // SAFETY: as in `zero_body`: inside the recycled chunk, which no reader can reach and
-        // no other writer touches.
-        unsafe { self.ctx.region.zero(sum, 4) }
-            .ok_or(StorageError::Corrupted { offset: r.off, what: "chunk outside the file" })?;
-        // SeqCst: the generation is read after the zeros were stored.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        Ok(self.ctx.region.sync_generation())
+        self.zero_then_generation(r, r.off + CHUNK_HEADER_LEN + r.dead - 4, 4)
     }
 
     /// Zeroes the body of the recycled chunk `r` (past its grace period and out of every
     /// reader's reach); returns [`Region::sync_generation`] read after the zeros.
     fn zero_body(&self, r: &Recycled) -> Result<u64> {
         let body = r.off + CHUNK_HEADER_LEN;
-        // SAFETY: the chunk is one of this shard's recycled chunks, whose grace period has
-        // passed (no reader can reach it); we hold the shard lock (no other writer).
-        unsafe { self.ctx.region.zero(body, r.off + r.len - body) }
+        self.zero_then_generation(r, body, r.off + r.len - body)
+    }
+
+    /// Zeroes `off..off + len` inside the recycled chunk `r`, then reads
+    /// [`Region::sync_generation`].
+    fn zero_then_generation(&self, r: &Recycled, off: u64, len: u64) -> Result<u64> {
+        // SAFETY: the range is inside one of this shard's recycled chunks, whose grace period
+        // has passed (no reader can reach it); we hold the shard lock (no other writer).
+        unsafe { self.ctx.region.zero(off, len) }
             .ok_or(StorageError::Corrupted { offset: r.off, what: "chunk outside the file" })?;
         // SeqCst: the generation is read after the zeros were stored.
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -208,8 +207,8 @@ impl ShardWriter<'_> {
     /// sync has started since the chunk was begun (else it zeroes the chunk and waits, see
     /// [`reuse_recycled`](Self::reuse_recycled)): until a sync completes, nothing written
     /// since then is promised, and every sync that completes later writes the zeroed
-    /// checksum, so the old record never reads whole from the disk again. Reuse writes the new
-    /// header last ([`write_due_header`](Self::write_due_header)), at the old header's place,
+    /// checksum, so the old record never reads whole from the disk again. Reuse writes the
+    /// new header last ([`write_due_header`](Self::write_due_header)), at the old header's place,
     /// so a chunk never starts inside the old one's extent, which the old header would hide
     /// from the file's walk. Only replacements recycle: a removal marks the record itself,
     /// which must stay to keep older records of the key dead.
