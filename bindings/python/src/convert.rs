@@ -55,6 +55,29 @@ fn arg_slow<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Arg<'a>> {
     Err(errors::wrong_type(what, obj))
 }
 
+/// A new `bytes` object holding a copy of `bytes`: `MemoryError` where it cannot be
+/// allocated (a value can be 1 GiB), where PyO3's `PyBytes::new` would panic.
+#[inline]
+pub(crate) fn to_py<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let len = bytes.len() as pyo3::ffi::Py_ssize_t;
+    // SAFETY: `PyBytes_FromStringAndSize` reads `len` bytes of a live slice and returns a
+    // new reference, or NULL with an exception (`MemoryError`) set.
+    let ptr = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(bytes.as_ptr().cast(), len) };
+    // SAFETY: `ptr` is a new reference to a `bytes` object, or NULL with an exception set.
+    let obj = unsafe { Bound::from_owned_ptr_or_err(py, ptr) }?;
+    // SAFETY: `PyBytes_FromStringAndSize` made a `bytes` object.
+    Ok(unsafe { obj.cast_into_unchecked() })
+}
+
+/// A copy of `bytes` made without the GIL: `Err(len)` where it cannot be allocated, for
+/// [`errors::out_of_memory`] once the GIL is back (`to_vec` would abort the process).
+pub(crate) fn try_copy(bytes: &[u8]) -> Result<Vec<u8>, usize> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes.len()).map_err(|_| bytes.len())?;
+    v.extend_from_slice(bytes);
+    Ok(v)
+}
+
 /// `obj` as bytes, or `None` for Python's `None`.
 pub(crate) fn opt_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<Arg<'a>>> {
     if obj.is_none() { Ok(None) } else { arg(obj, what).map(Some) }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
@@ -113,9 +113,9 @@ impl PyDb {
             Gil::Auto => hint != 0,
         };
         let (found, len) = if !release {
-            let v = db.get_with(key, |v| (PyBytes::new(py, v), v.len()));
+            let v = db.get_with(key, |v| (convert::to_py(py, v), v.len()));
             match v.map_err(|e| errors::storage(py, e))? {
-                Some((b, len)) => (Some(b), len),
+                Some((b, len)) => (Some(b?), len),
                 None => (None, 0),
             }
         } else if hint == 0 {
@@ -138,10 +138,11 @@ impl PyDb {
         key: &[u8],
     ) -> PyResult<(Option<Bound<'py, PyBytes>>, usize)> {
         let db = &self.inner.db;
-        let v = py.detach(|| db.get_with(key, <[u8]>::to_vec));
-        let v = v.map_err(|e| errors::storage(py, e))?;
-        let len = v.as_ref().map_or(0, Vec::len);
-        Ok((v.map(|v| PyBytes::new(py, &v)), len))
+        // A copy that cannot be allocated is `StorageError::OutOfMemory`, a `MemoryError`.
+        match py.detach(|| db.get(key)).map_err(|e| errors::storage(py, e))? {
+            None => Ok((None, 0)),
+            Some(v) => Ok((Some(convert::to_py(py, &v)?), v.len())),
+        }
     }
 
     /// Reads `key` with the GIL released straight into a new `bytes` object of `len` bytes,
@@ -176,7 +177,7 @@ impl PyDb {
             let dest = dest;
             db.get_with(key, |v| {
                 if v.len() != len {
-                    return Some(v.to_vec());
+                    return Some(convert::try_copy(v));
                 }
                 // SAFETY: `dest` points at `len` writable bytes that nothing else reads or
                 // writes until this call returns: the object is new and referenced only by the
@@ -188,7 +189,8 @@ impl PyDb {
         Ok(match got.map_err(|e| errors::storage(py, e))? {
             None => (None, 0),
             Some(None) => (Some(obj), len),
-            Some(Some(other)) => (Some(PyBytes::new(py, &other)), other.len()),
+            Some(Some(Ok(other))) => (Some(convert::to_py(py, &other)?), other.len()),
+            Some(Some(Err(needed))) => return Err(errors::out_of_memory(needed)),
         })
     }
 
@@ -469,9 +471,14 @@ impl PyDb {
     /// Whether `key` is present: `False` for a key of a type that is never stored (`1 in db`,
     /// as for a dict), where reads and writes raise `TypeError`.
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        // A key of a type the store never holds, or a `str` with lone surrogates (which has no
+        // UTF-8 form, so no stored key equals it), is not in it, as in a dict.
         let k = match convert::arg(key, "key") {
             Ok(k) => k,
-            Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            Err(e)
+                if e.is_instance_of::<PyTypeError>(py)
+                    || e.is_instance_of::<PyUnicodeEncodeError>(py) =>
+            {
                 self.inner.check_usable(py)?;
                 return Ok(false);
             }
@@ -567,7 +574,7 @@ impl PyDb {
         let v = v.as_ref();
         loop {
             if self.cas(py, k, None, Some(v))? {
-                return Ok(PyBytes::new(py, v));
+                return convert::to_py(py, v);
             }
             if let Some(old) = self.get_bytes(py, k)? {
                 return Ok(old);
@@ -588,20 +595,29 @@ impl PyDb {
         let found = Gil::run(py, self.inner.gil.releases_long(), || {
             let mut buf = Vec::new();
             let mut spans = Vec::with_capacity(ks.len());
+            let mut short = None;
             db.get_many_with(&ks, |_, v| {
                 spans.push(v.map(|v| {
                     let start = buf.len();
-                    buf.extend_from_slice(v);
+                    let room = buf.try_reserve(v.len()).or_else(|_| buf.try_reserve_exact(v.len()));
+                    match room {
+                        Ok(()) => buf.extend_from_slice(v),
+                        Err(_) => _ = short.get_or_insert(start.saturating_add(v.len())),
+                    }
                     (start, v.len())
                 }));
             })?;
-            Ok((buf, spans))
+            Ok((buf, spans, short))
         });
-        let (buf, spans) = found.map_err(|e| errors::storage(py, e))?;
-        PyList::new(
-            py,
-            spans.into_iter().map(|s| s.map(|(at, n)| PyBytes::new(py, &buf[at..at + n]))),
-        )
+        let (buf, spans, short) = found.map_err(|e| errors::storage(py, e))?;
+        if let Some(needed) = short {
+            return Err(errors::out_of_memory(needed));
+        }
+        let values = spans
+            .into_iter()
+            .map(|s| s.map(|(at, n)| convert::to_py(py, &buf[at..at + n])).transpose())
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, values)
     }
 
     /// Sets every pair of a mapping or an iterable of `(key, value)` pairs (one GIL release
@@ -681,10 +697,10 @@ impl PyDb {
             if self.cas(py, k, expected, new.as_ref().map(AsRef::as_ref))? {
                 return Ok(match new {
                     None => None,
-                    Some(Arg::Owned(v)) => Some(PyBytes::new(py, &v)),
+                    Some(Arg::Owned(v)) => Some(convert::to_py(py, &v)?),
                     Some(Arg::Borrowed(b)) => match new_obj.cast::<PyBytes>() {
                         Ok(same) => Some(same.clone()),
-                        Err(_) => Some(PyBytes::new(py, b)),
+                        Err(_) => Some(convert::to_py(py, b)?),
                     },
                 });
             }
@@ -788,11 +804,12 @@ impl PyDb {
         let me = slf.get();
         let name = slf.get_type().qualname()?;
         let module = slf.get_type().module()?;
-        let what = me
-            .inner
-            .path
-            .as_ref()
-            .map_or_else(|| "memory".to_owned(), |p| format!("{:?}", p.display().to_string()));
+        // The path as `repr` of the `path` attribute shows it, so that bytes that are not
+        // UTF-8 show as the escapes that open the same file again, not as U+FFFD.
+        let what = match me.path(slf.py()) {
+            Some(p) => p.repr()?.to_string(),
+            None => "memory".to_owned(),
+        };
         let closed = if me.closed() { " closed" } else { "" };
         Ok(format!("<{module}.{name} {what} gil={}{closed}>", me.inner.gil.name()))
     }

@@ -5,7 +5,7 @@
 //! ...). They are looked up once and cached. Each message is the Rust error's text, which
 //! says what happened and what to do.
 
-use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::exceptions::{PyKeyError, PyMemoryError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -91,8 +91,17 @@ pub(crate) fn storage(py: Python<'_>, e: StorageError) -> PyErr {
         StorageError::Forked { opened_by } => {
             FORKED.err_with(py, msg, |exc| exc.setattr("opened_by", opened_by))
         }
+        StorageError::OutOfMemory { needed } => out_of_memory(needed),
         _ => ERROR.err(py, msg),
     }
+}
+
+/// Python's `MemoryError` for a copy of `needed` bytes that could not be allocated.
+pub(crate) fn out_of_memory(needed: usize) -> PyErr {
+    PyMemoryError::new_err(format!(
+        "could not allocate {needed} bytes for a value read from the database (it is intact \
+         there); free memory and read it again"
+    ))
 }
 
 /// `errno`, `strerror` and `filename` on an exception that is also an `OSError`, as

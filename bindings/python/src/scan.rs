@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyTuple;
 
 use senju::Cursor;
 
+use crate::convert;
 use crate::db::Inner;
 use crate::errors;
 
@@ -126,10 +127,10 @@ impl Scan {
         // The state is unlocked again before any object is made.
         let Some((k, v)) = self.next_entry(py)? else { return Ok(None) };
         Ok(Some(match self.kind {
-            Kind::Keys => PyBytes::new(py, &k).into_any(),
-            Kind::Values => PyBytes::new(py, &v).into_any(),
+            Kind::Keys => convert::to_py(py, &k)?.into_any(),
+            Kind::Values => convert::to_py(py, &v)?.into_any(),
             Kind::Items => {
-                PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?.into_any()
+                PyTuple::new(py, [convert::to_py(py, &k)?, convert::to_py(py, &v)?])?.into_any()
             }
         }))
     }

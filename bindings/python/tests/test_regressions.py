@@ -468,6 +468,25 @@ def test_the_path_of_a_file_whose_name_is_not_utf8_opens_it_again(tmp_path: path
     assert e.value.filename == os.fsdecode(raw + b"-missing")
 
 
+def test_repr_shows_a_path_that_is_not_utf8_as_python_spells_it(tmp_path: pathlib.Path) -> None:
+    """`repr(db)` replaced bytes that are not UTF-8 with U+FFFD, so two files showed alike."""
+    raw = os.fsencode(tmp_path) + b"/x\xff.sj"
+    with senju.open(raw) as db:
+        assert repr(os.fsdecode(raw)) in repr(db), repr(db)
+        assert "\ufffd" not in repr(db)
+
+
+def test_a_str_key_with_lone_surrogates_is_not_in_the_store() -> None:
+    """`"\\ud800" in db` raised `UnicodeEncodeError`; such a key has no UTF-8 form, so no
+    stored key equals it, and `in` says False as for a key of a type the store never holds."""
+    with senju.open(memory=True) as db:
+        db[b"k"] = b"v"
+        assert "\ud800" not in db
+        assert "k\udcff" not in db
+        with pytest.raises(UnicodeEncodeError):
+            db["\ud800"] = b"v"
+
+
 def test_a_full_database_names_the_python_option() -> None:
     """The engine's message named the Rust option (`Builder::max_size`)."""
     db = senju.open(memory=True, max_size=1 << 20)
@@ -493,3 +512,49 @@ def test_an_integer_option_out_of_range_names_the_option(option: dict[str, int])
 def test_an_integer_option_of_another_type_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         senju.open(memory=True, shards="4")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("gil", ["hold", "auto", "release"])
+def test_a_value_larger_than_the_memory_left_raises_memory_error(
+    tmp_path: pathlib.Path, gil: str
+) -> None:
+    """Reading a value that could not be copied aborted the process (Rust's `to_vec`) or
+    raised PyO3's `PanicException` (`PyBytes::new`); every read raises `MemoryError` now, and
+    the same reads work once memory is there again. The limit is the address space
+    (`RLIMIT_AS`): what is mapped already, plus less than the value."""
+    out = run_child(
+        """
+        import resource, sys
+        import senju
+        size = 48 << 20
+        db = senju.open(sys.argv[1], gil=sys.argv[2])
+        db[b"big"] = b"x" * size
+        db[b"small"] = b"y"
+        reads = {
+            "getitem": lambda: db[b"big"],
+            "get": lambda: db.get(b"big"),
+            "get_many": lambda: db.get_many([b"small", b"big"])[1],
+            "values": lambda: [v for v in db.values() if len(v) == size][0],
+            "items": lambda: [v for _, v in db.items() if len(v) == size][0],
+        }
+        for read in reads.values():  # whatever is made lazily (a hint, a thread) is made now
+            assert len(read()) == size
+        mapped = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) << 10
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + (24 << 20), hard))
+        failed = []
+        for name, read in reads.items():
+            try:
+                read()
+            except MemoryError:
+                failed.append(name)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        for read in reads.values():
+            assert read() == b"x" * size
+        db.close()
+        print(" ".join(failed))
+        """,
+        str(tmp_path / "big.sj"),
+        gil,
+    )
+    assert out.split() == ["getitem", "get", "get_many", "values", "items"], out

@@ -215,6 +215,14 @@ pub enum StorageError {
     /// [`Iter`](crate::Iter)s, nested [`get_with`](crate::Db::get_with) closures): the count
     /// of a thread's reads has 16 bits. Drop iterators that are not needed any more.
     TooManyReads,
+    /// The process could not allocate the `needed` bytes of a copy of a value or key (a
+    /// [`get`](crate::Db::get), a scan): the record is intact in the database. Free memory,
+    /// or read the value in place with [`get_with`](crate::Db::get_with), which copies
+    /// nothing.
+    OutOfMemory {
+        /// The bytes the copy needed.
+        needed: usize,
+    },
 }
 
 impl fmt::Display for StorageError {
@@ -254,6 +262,11 @@ impl fmt::Display for StorageError {
                 f,
                 "this thread already holds 65,535 reads of the database at once (live \
                  iterators, or nested `get_with` closures); drop iterators it no longer needs"
+            ),
+            StorageError::OutOfMemory { needed } => write!(
+                f,
+                "could not allocate {needed} bytes to copy a value out of the database (it is \
+                 intact there); free memory, or read the value in place with `get_with`"
             ),
             StorageError::Reentrant { call } => write!(
                 f,
