@@ -1,5 +1,6 @@
 //! The database handle and its operations.
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,7 @@ use crate::epoch::Reading;
 use crate::error::{OpenError, Result, StorageError};
 use crate::format::{self, DIR_ENTRY_LEN, FLAG_CLEAN, Header, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE};
 use crate::iter::{Cursor, Iter};
-use crate::shard::{Ctx, Shard, ShardWriter};
+use crate::shard::{Compacted, Ctx, Shard, ShardWriter};
 use crate::table::{self, Probe};
 
 /// How durable [`Db::sync`] makes earlier writes.
@@ -725,7 +726,9 @@ impl Db {
     /// [`rebuild`](Db::rebuild), calling `progress(done, total)` after each shard is copied
     /// (`total` is the number of shards; the syncs and the commit follow the last call).
     /// For progress bars on large databases. `progress` must not close this database (the
-    /// close would wait for this rebuild).
+    /// close would wait for this rebuild). If it panics, the rebuild stops before its commit
+    /// and the panic goes on: no record is lost, and the old chunks of the shards copied so
+    /// far are dead space for the next rebuild to free.
     pub fn rebuild_with_progress(&self, progress: impl FnMut(u64, u64)) -> Result<()> {
         self.writable()?;
         if self.core.ctx.epochs.pinned_here() {
@@ -971,6 +974,18 @@ struct Pass {
 }
 
 impl Core {
+    /// Hands the compactions of a rebuild that stops before its commit (an error, a panic of
+    /// its progress callback) back to their shards: nothing is committed, so each shard keeps
+    /// its old chunks (valid on disk, behind their copies) as dead space for a later rebuild
+    /// to free.
+    fn abandon(&self, work: Vec<(usize, Compacted)>) {
+        for (id, c) in work {
+            if let Ok(mut w) = self.shards[id].writer(&self.ctx) {
+                w.abandon(c);
+            }
+        }
+    }
+
     /// Rebuilds the shards `pick` chooses (see [`Db::rebuild`]). With `stop`, gives up when
     /// it is set: before the next shard (committing the shards already copied), or while
     /// waiting for readers before the old space is freed (it still commits; that space, void
@@ -1006,17 +1021,15 @@ impl Core {
                 Ok(Some(c)) => work.push((id, c)),
                 Ok(None) => {}
                 Err(e) => {
-                    // Nothing is committed: the shards copied so far keep their old chunks
-                    // (valid on disk, behind their copies) for a later rebuild to free.
-                    for (id, c) in work {
-                        if let Ok(mut w) = self.shards[id].writer(&self.ctx) {
-                            w.abandon(c);
-                        }
-                    }
+                    self.abandon(work);
                     return Err(e);
                 }
             }
-            progress(id as u64 + 1, total);
+            let report = AssertUnwindSafe(|| progress(id as u64 + 1, total));
+            if let Err(panic) = std::panic::catch_unwind(report) {
+                self.abandon(work);
+                std::panic::resume_unwind(panic);
+            }
         }
         let mut pass = Pass { shards: work.len() as u64, ..Pass::default() };
         if work.is_empty() {
