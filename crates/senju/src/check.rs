@@ -24,9 +24,10 @@
 //!
 //! A file left by a crash (not closed cleanly) is checked as recovery will read it: its index
 //! is not checked (the next writable open rebuilds it), and a record cut short at the end of
-//! a chunk is where a writer was when the process died. Such records were written after the
-//! last sync, which the crash contract allows to lose, so they are counted as *torn*, not as
-//! damage.
+//! a chunk, with nothing but zeros after it, is where a writer was when the process died.
+//! Such records were written after the last sync, which the crash contract allows to lose,
+//! so they are counted as *torn*, not as damage. A record that does not read intact with
+//! other bytes after it is damage: recovery would drop the records that follow it.
 //!
 //! [`salvage`](mod@crate::salvage) (`salvage.rs`) shares the reading helpers below.
 
@@ -384,12 +385,17 @@ fn scan_chunk(
             Ok(_) => "record checksum mismatch",
             Err(_) => "malformed record (bad lengths, or it runs past its chunk)",
         };
-        if clean {
-            r.damage(c.off + pos as u64, format!("{what}; the rest of this chunk is unreadable"));
-            return false;
+        if !clean && recovery::torn_write_len(&buf[pos..stop]).is_some() {
+            r.torn_chunks += 1;
+            break;
         }
-        r.torn_chunks += 1;
-        break;
+        let rest = if clean {
+            "the rest of this chunk is unreadable"
+        } else {
+            "recovery drops the rest of this chunk (salvage reads the intact records there)"
+        };
+        r.damage(c.off + pos as u64, format!("{what}; {rest}"));
+        return false;
     }
     true
 }

@@ -26,7 +26,7 @@
 use std::os::unix::fs::FileExt;
 
 use crate::error::Result;
-use crate::format::{CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, PAGE};
+use crate::format::{self, CHUNK_HEADER_LEN, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, PAGE};
 use crate::shard::SMALL_RECORD_MAX;
 use crate::shard::{Ctx, Shard};
 use crate::table;
@@ -175,24 +175,32 @@ fn clear_torn_write(ctx: &Ctx, at: u64, end: u64) {
         return;
     }
     // SAFETY: recovery runs before any other thread can reach the map, and nothing refers
-    // to these bytes (the same holds for the read and the write below).
-    let Some(first) = (unsafe { region.bytes(at, 1) }) else { return };
-    if first[0] == 0 {
-        return;
-    }
-    // Where the torn record could reach: its whole length if its head can be read, else
-    // the most that one copy writes at once (a small record, head and all).
-    let reach = match table::record_at(region, at) {
-        Ok(rec) if at + rec.len <= end => at + rec.len,
-        _ => at + SMALL_RECORD_MAX,
-    }
-    .min(end);
-    // SAFETY: as above.
-    let Some(rest) = (unsafe { region.bytes(reach, (end - reach) as usize) }) else { return };
-    if rest.iter().all(|&b| b == 0) {
+    // to these bytes (the same holds for the write below).
+    let Some(tail) = (unsafe { region.bytes(at, (end - at) as usize) }) else { return };
+    if let Some(reach) = torn_write_len(tail) {
         // SAFETY: as above.
-        let _ = unsafe { region.zero(at, reach - at) };
+        let _ = unsafe { region.zero(at, reach as u64) };
     }
+}
+
+/// If `tail` (the rest of a chunk from the first record that does not read intact) is one
+/// record cut short by a crash followed by nothing but zeros, the bytes that record could
+/// have reached; else `None`. Recovery clears those bytes ([`clear_torn_write`]); `check`
+/// counts such a chunk as torn and anything else there as damage.
+pub(crate) fn torn_write_len(tail: &[u8]) -> Option<usize> {
+    let (&first, rest) = tail.split_first()?;
+    if first == 0 {
+        return None;
+    }
+    // Where the torn record could reach: its whole length if its head can be read and it
+    // fits in the chunk, else the most that one copy writes at once (a small record, head
+    // and all; a larger record writes its head first).
+    let whole = format::decode_head(first, rest)
+        .ok()
+        .map(|(_, klen, vlen, hlen)| 1 + hlen + klen + vlen + 4)
+        .filter(|&n| n <= tail.len());
+    let reach = whole.unwrap_or(SMALL_RECORD_MAX as usize).min(tail.len());
+    tail[reach..].iter().all(|&b| b == 0).then_some(reach)
 }
 
 /// Whether a chunk is an index chunk.

@@ -93,6 +93,42 @@ fn a_crash_copy_checks_as_recovery_reads_it() {
 }
 
 #[test]
+fn damage_inside_a_crash_copy_is_damage_and_only_a_cut_tail_is_torn() {
+    let dir = TempDir::new("check-crash-damage");
+    let path = dir.file("live.sj");
+    let db = Db::builder().shards(1).open(&path).unwrap();
+    for i in 0..100u32 {
+        db.set(format!("k{i:03}").as_bytes(), format!("value number {i:03}").as_bytes()).unwrap();
+    }
+    db.sync(Durability::Soft).unwrap();
+    let copy = dir.file("crash.sj");
+    let original = std::fs::read(&path).unwrap();
+
+    // A flipped byte in record 50 of 100: the 49 synced records after it are still there,
+    // and recovery would drop them. That is damage, not a write cut short by the crash.
+    std::fs::write(&copy, &original).unwrap();
+    let at = find(&copy, b"value number 050");
+    damage(&copy, at, |b, at| b[at + 2] ^= 0x01);
+    let r = senju::check(&copy).unwrap();
+    assert!(!r.closed_cleanly);
+    assert_eq!(r.torn_chunks, 0);
+    assert_eq!(r.damage_count, 1, "{:?}", r.damage);
+    let first = r.first_damage().unwrap();
+    assert!(first.what.contains("checksum"), "{first}");
+    assert!((at as u64 - 8..at as u64).contains(&first.offset), "{first} vs value at {at}");
+
+    // The same flip in the last record, with only zeros after it, is where a writer was
+    // when the process died: torn, not damage.
+    std::fs::write(&copy, &original).unwrap();
+    let at = find(&copy, b"value number 099");
+    damage(&copy, at, |b, at| b[at + 2] ^= 0x01);
+    let r = senju::check(&copy).unwrap();
+    assert!(r.is_ok(), "{:?}", r.damage);
+    assert_eq!((r.torn_chunks, r.records), (1, 99));
+    drop(db);
+}
+
+#[test]
 fn a_flipped_record_byte_is_named_and_salvage_keeps_the_rest() {
     let dir = TempDir::new("check-flip");
     let path = dir.file("flip.sj");
