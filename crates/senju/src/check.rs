@@ -294,9 +294,20 @@ pub(crate) fn read_full(file: &File, b: &mut [u8], off: u64) -> io::Result<usize
     Ok(n)
 }
 
-/// `len` bytes at `off` (fewer if the file ends first).
+/// `len` bytes at `off` (fewer if the file ends first). A length that cannot be allocated
+/// (a damaged or crafted chunk length in a sparse file, say) is an `OutOfMemory` error,
+/// not an abort.
 pub(crate) fn read_vec(file: &File, off: u64, len: u64) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+    let no_room = || {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("cannot allocate {len} bytes to read the file at byte {off}"),
+        )
+    };
+    let n = usize::try_from(len).map_err(|_| no_room())?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(n).map_err(|_| no_room())?;
+    buf.resize(n, 0);
     let n = read_full(file, &mut buf, off)?;
     buf.truncate(n);
     Ok(buf)
@@ -513,4 +524,20 @@ fn check_index(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_length_that_cannot_be_allocated_is_an_error() {
+        let file = File::open("/dev/null").unwrap();
+        for len in [u64::MAX, 1 << 62] {
+            let e = read_vec(&file, 4096, len).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
+            assert!(e.to_string().contains("at byte 4096"), "{e}");
+        }
+        assert_eq!(read_vec(&file, 0, 10).unwrap(), Vec::<u8>::new());
+    }
 }

@@ -36,6 +36,8 @@
 //!
 //! A false resynchronization needs a byte run that decodes as a record *and* matches its
 //! checksum salted with this file's random salt (one chance in 2^32 per position tried).
+//! The search through damaged bytes hashes a bounded amount per byte; long candidates past
+//! the budget are left unchecked and reported (see `scan_records`).
 //!
 //! The source is only read, with `pread`, under a shared advisory lock (`check.rs` holds the
 //! reading helpers).
@@ -205,8 +207,8 @@ pub fn salvage_with_progress(
             match *src {
                 Source::Chunk(c) => {
                     let buf = read_vec(&file, c.off, c.end - c.off).map_err(io_err)?;
-                    let found = scan_records(&buf, CHUNK_HEADER_LEN as usize, h.salt);
-                    report_bad(&found.bad, c.off, &mut report);
+                    let found = scan_records(&buf, CHUNK_HEADER_LEN as usize, c.off, h.salt);
+                    report_bad(&found, c.off, &mut report);
                     for &pos in &found.records {
                         let rec = record_in(&buf, pos);
                         apply(&mut live, &rec, (c.off + pos as u64, rec.len));
@@ -323,7 +325,7 @@ fn read_orphan(
         len: c.len,
     });
     let from = if header { CHUNK_HEADER_LEN as usize } else { 0 };
-    let found = scan_records(&buf, from, salt);
+    let found = scan_records(&buf, from, off, salt);
     let shard_of = |pos: usize| {
         let rec = record_in(&buf, pos);
         (rec.kind == REC_SET).then(|| {
@@ -379,7 +381,7 @@ fn read_orphan(
     // A stray without a record is stale free space (a retired table's slots where hole
     // punching does not work): not damage.
     if header || unplaced > 0 {
-        report_bad(&found.bad, off, report);
+        report_bad(&found, off, report);
     }
     orphan.buf = buf;
     orphan
@@ -404,26 +406,72 @@ fn same_file(a: &Path, b: &Path) -> bool {
 struct Scanned {
     records: Vec<usize>,
     bad: Vec<(usize, usize)>,
+    /// Candidates longer than [`SHORT_CANDIDATE`] left unchecked once the budget for checksums
+    /// that fail ran out.
+    unchecked: u64,
+    /// Bytes hashed by checksums that failed.
+    #[cfg(test)]
+    failed_hashing: u64,
 }
 
-/// Finds every intact record of `buf[from..]` (a chunk, read from its first byte), skipping
-/// damaged bytes: after a byte that starts no intact record, the next position is tried.
-fn scan_records(buf: &[u8], from: usize, salt: u64) -> Scanned {
-    let mut found = Scanned { records: Vec::new(), bad: Vec::new() };
+/// A candidate record at most this long is always checked.
+const SHORT_CANDIDATE: usize = 4096;
+
+/// What checksums that fail may hash while [`scan_records`] searches damaged bytes: this much
+/// at first, plus [`SEARCH_BUDGET_PER_BYTE`] per byte of the buffer passed.
+const SEARCH_BUDGET_BASE: u64 = 1 << 20;
+
+/// See [`SEARCH_BUDGET_BASE`].
+const SEARCH_BUDGET_PER_BYTE: u64 = 64;
+
+/// Finds every intact record of `buf[from..]` (a chunk, or bytes where one lay, read from
+/// file offset `base`), skipping damaged bytes: after a byte that starts no intact record,
+/// the next position is tried.
+///
+/// Inside damaged bytes (a large value whose record head is lost, say) most positions decode
+/// as some record, many of them claiming megabytes, and each such claim costs a checksum
+/// over its length: tried at every position, that was quadratic in the damaged length (a
+/// damaged 4 MiB value hashed gigabytes). So a candidate longer than [`SHORT_CANDIDATE`] is
+/// checked only within a budget (the checksums that failed so far stay under
+/// [`SEARCH_BUDGET_BASE`] plus [`SEARCH_BUDGET_PER_BYTE`] per byte passed), except where a
+/// long record can start a chunk: at `from`, or right after the place of a chunk header
+/// whose length field leaves room for it. The candidates left unchecked are counted
+/// (`Scanned::unchecked`); a record lost that way is a long record inside a long damaged
+/// range, not at the start of its chunk.
+fn scan_records(buf: &[u8], from: usize, base: u64, salt: u64) -> Scanned {
+    let mut found = Scanned {
+        records: Vec::new(),
+        bad: Vec::new(),
+        unchecked: 0,
+        #[cfg(test)]
+        failed_hashing: 0,
+    };
     let mut pos = from;
     let mut bad_since: Option<usize> = None;
+    let mut failed = 0u64;
     while pos < buf.len() {
         let first = buf[pos];
         if first != 0
             && let Ok(rec) = Record::decode(first, &buf[pos + 1..])
-            && rec.verify(salt)
         {
-            if let Some(since) = bad_since.take() {
-                found.bad.push((since, pos));
+            let len = rec.len as usize;
+            let worth = len <= SHORT_CANDIDATE
+                || pos == from
+                || chunk_starts_before(buf, pos, base, len)
+                || failed + len as u64
+                    <= SEARCH_BUDGET_BASE + SEARCH_BUDGET_PER_BYTE * (pos - from) as u64;
+            if !worth {
+                found.unchecked += 1;
+            } else if rec.verify(salt) {
+                if let Some(since) = bad_since.take() {
+                    found.bad.push((since, pos));
+                }
+                found.records.push(pos);
+                pos += len;
+                continue;
+            } else {
+                failed += len as u64;
             }
-            found.records.push(pos);
-            pos += rec.len as usize;
-            continue;
         }
         // Zeros outside a damaged range are unused space; inside one they may be the
         // damage (a zeroed page), and count with it.
@@ -437,17 +485,130 @@ fn scan_records(buf: &[u8], from: usize, salt: u64) -> Scanned {
         let last = buf[from..].iter().rposition(|&b| b != 0).map_or(from, |i| from + i + 1);
         found.bad.push((from, last));
     }
+    #[cfg(test)]
+    {
+        found.failed_hashing = failed;
+    }
     found
 }
 
+/// Whether a record of `len` bytes at `pos` of `buf` (read from file offset `base`) sits
+/// where a chunk's first record goes, after a header place whose length field (read though
+/// the header may be damaged) leaves room for it inside `buf`.
+fn chunk_starts_before(buf: &[u8], pos: usize, base: u64, len: usize) -> bool {
+    let header = CHUNK_HEADER_LEN as usize;
+    let Some(at) = pos.checked_sub(header) else { return false };
+    if !(base + at as u64).is_multiple_of(PAGE) {
+        return false;
+    }
+    // A record's chunk holds it, and is at most twice the length it needed (a recycled
+    // chunk) or a normal chunk's length (32 KiB) more.
+    let chunk_len = u64::from_le_bytes(buf[at + 16..at + 24].try_into().expect("8 bytes"));
+    let need = (header + len) as u64;
+    chunk_len.is_multiple_of(PAGE) && chunk_len >= need && chunk_len <= 2 * need + (32 << 10)
+}
+
 /// Counts and lists damaged ranges of a chunk read from `base`.
-fn report_bad(bad: &[(usize, usize)], base: u64, report: &mut SalvageReport) {
-    for &(from, to) in bad {
+fn report_bad(found: &Scanned, base: u64, report: &mut SalvageReport) {
+    if found.unchecked > 0
+        && let Some(&(from, _)) = found.bad.first()
+    {
+        report.damage.push(Damage {
+            offset: base + from as u64,
+            what: format!(
+                "{} candidate records longer than {SHORT_CANDIDATE} bytes in the damaged bytes \
+                 from here on were not checked (the search's budget ran out); a long record \
+                 there, not at the start of its chunk, may be lost",
+                found.unchecked
+            ),
+        });
+    }
+    for &(from, to) in &found.bad {
         report.damaged_regions += 1;
         report.skipped_bytes += (to - from) as u64;
         report.damage.push(Damage {
             offset: base + from as u64,
             what: format!("{} unreadable bytes skipped", to - from),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{RecordHead, record_sum};
+
+    const SALT: u64 = 0x5eed;
+
+    /// One intact SET record of `key` and `value`.
+    fn record(key: &[u8], value: &[u8]) -> Vec<u8> {
+        let head = RecordHead::new(REC_SET, key.len(), value.len());
+        let mut b = head.bytes[..head.len].to_vec();
+        b.extend_from_slice(key);
+        b.extend_from_slice(value);
+        let sum = record_sum(b[0], &b[1..], SALT);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// `n` bytes that look random (xorshift), as a compressed value does.
+    fn noise(n: usize, mut x: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn searching_damaged_bytes_costs_linear_hashing() {
+        // A damaged large value: 1 MiB of noise where the scan must try every position.
+        // Tried in full, the candidates that decode there hash about 8 KiB per byte (8 GiB).
+        let n = 1 << 20;
+        let mut buf = vec![0u8; CHUNK_HEADER_LEN as usize];
+        buf.extend(noise(n, 0x9e37_79b9_7f4a_7c15));
+        let tail = record(b"after", b"the damage");
+        buf.extend_from_slice(&tail);
+        let found = scan_records(&buf, CHUNK_HEADER_LEN as usize, 0, SALT);
+        assert!(
+            found.failed_hashing <= 256 * n as u64,
+            "{} bytes hashed for {n} damaged bytes",
+            found.failed_hashing
+        );
+        assert!(found.unchecked > 0);
+        // The intact record after the damage is found, and the damage is one range.
+        assert_eq!(found.records, vec![buf.len() - tail.len()]);
+        assert_eq!(found.bad.len(), 1);
+    }
+
+    #[test]
+    fn long_records_where_a_chunk_starts_are_always_checked() {
+        // A long record first in the buffer; then noise; then a chunk whose header is
+        // damaged but whose length field is intact, holding another long record; then a long
+        // record right after noise (found while the budget lasts).
+        let long = |tag: u8| record(&[tag; 8], &noise(200 << 10, u64::from(tag) + 1));
+        let first = long(1);
+        let mut buf = vec![0u8; CHUNK_HEADER_LEN as usize];
+        buf.extend_from_slice(&first);
+        buf.extend(noise(3 << 20, 7));
+        buf.resize(format::align_up(buf.len() as u64, PAGE) as usize, 0x55);
+        let second = long(2);
+        let chunk = format::align_up(CHUNK_HEADER_LEN + second.len() as u64, PAGE);
+        let at = buf.len();
+        let mut header = noise(CHUNK_HEADER_LEN as usize, 3);
+        header[16..24].copy_from_slice(&chunk.to_le_bytes());
+        buf.extend_from_slice(&header);
+        buf.extend_from_slice(&second);
+        buf.resize(at + chunk as usize, 0);
+        let third = long(3);
+        buf.extend(noise(1000, 11));
+        let third_at = buf.len();
+        buf.extend_from_slice(&third);
+        let found = scan_records(&buf, CHUNK_HEADER_LEN as usize, 0, SALT);
+        let want = vec![CHUNK_HEADER_LEN as usize, at + CHUNK_HEADER_LEN as usize, third_at];
+        assert_eq!(found.records, want);
     }
 }
