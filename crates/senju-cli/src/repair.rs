@@ -1,6 +1,7 @@
 //! `senju check [--repair]`: verifies a database file with `senju::check` and, if asked,
 //! salvages its intact records with `senju::salvage` into a fresh file that replaces it
-//! (the damaged file is kept beside it as `PATH.broken`).
+//! (the damaged file is kept beside it as `PATH.broken`). A repair holds a shared lock on
+//! the file from its check until the copy is in place, so no writer can open it meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -104,8 +105,42 @@ fn with_bar<T>(label: &'static str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> 
     out
 }
 
+/// Opens `path` and takes a shared lock on it, as check and salvage do for their reads,
+/// for a repair to hold from its check until the salvaged copy has replaced the file: a
+/// writer (which needs the lock alone) cannot open the database in between and write
+/// records that the copy would not have. `None` where the file cannot be opened: the check
+/// then reports why.
+fn hold_shared(path: &Path) -> Result<Option<std::fs::File>, String> {
+    let Ok(file) = std::fs::File::open(path) else { return Ok(None) };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(match senju::check(path) {
+            Err(e) => open_error(path, e),
+            Ok(_) => format!("cannot repair {}: another process holds it open", path.display()),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(format!("cannot repair {}: cannot lock it: {e}", path.display()))
+        }
+    }
+}
+
+/// For the tests: with `SENJU_TEST_REPAIR_PAUSE` set to a path (in a debug build only), a
+/// repair creates that file after its check and waits until it is removed, so that a test
+/// can act while the repair holds the database.
+fn pause_for_tests() {
+    if cfg!(debug_assertions)
+        && let Some(flag) = std::env::var_os("SENJU_TEST_REPAIR_PAUSE")
+        && std::fs::write(&flag, b"").is_ok()
+    {
+        while std::fs::exists(&flag).unwrap_or(false) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
 /// `senju check`.
 pub(crate) fn check(path: &Path, repair: bool, as_json: bool) -> Result<ExitCode, String> {
+    let _held = if repair { hold_shared(path)? } else { None };
     let report = with_bar("check", |p| senju::check_with_progress(path, p))
         .map_err(|e| open_error(path, e))?;
     if report.is_ok() {
@@ -170,6 +205,7 @@ pub(crate) fn check(path: &Path, repair: bool, as_json: bool) -> Result<ExitCode
             target.display()
         ));
     }
+    pause_for_tests();
     let salvaged = with_bar("salvage", |p| senju::salvage_with_progress(path, &tmp.path, p));
     let s = salvaged.map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
     // The damaged file gets its second name first, so that `path` names a whole file at
