@@ -117,9 +117,13 @@ impl PerfArgs {
                         other => return Err(format!("--dbm: unknown engine {other}")),
                     }
                 }
-                ("--iter", _) => a.iter = number::<u64>(flag, it.next())?.max(1),
-                ("--threads", _) => a.threads = number::<u64>(flag, it.next())?.max(1),
-                ("--size", _) => a.size = number(flag, it.next())?,
+                ("--iter", _) => a.iter = within(flag, number(flag, it.next())?, 1, u64::MAX)?,
+                ("--threads", _) => {
+                    a.threads = within(flag, number(flag, it.next())?, 1, MAX_THREADS)?;
+                }
+                ("--size", _) => {
+                    a.size = within(flag, number(flag, it.next())?, 0, senju::MAX_VALUE_LEN)?;
+                }
                 ("--buckets", _) => a.buckets = number(flag, it.next())?,
                 ("--auto_rebuild", _) => a.auto_rebuild = Some(number(flag, it.next())?),
                 ("--random_seed", _) => a.seed = number(flag, it.next())?,
@@ -131,7 +135,9 @@ impl PerfArgs {
                 ("--set_only", Sequence) => a.set = true,
                 ("--get_only", Sequence) => a.get = true,
                 ("--remove_only", Sequence) => a.remove = true,
-                ("--batch", Sequence) => a.batch = number::<usize>(flag, it.next())?.max(1),
+                ("--batch", Sequence) => {
+                    a.batch = within(flag, number(flag, it.next())?, 1, usize::MAX)?;
+                }
                 ("--keys", Parallel) => a.keys = number(flag, it.next())?,
                 ("--sleep", Parallel) => {
                     let secs: f64 = number(flag, it.next())?;
@@ -187,6 +193,18 @@ impl PerfArgs {
     }
 }
 
+/// The most `--threads`: more than any machine runs at once, and few enough that a typo
+/// (`--threads 1000000`) is an error, not a million threads.
+const MAX_THREADS: u64 = 4096;
+
+/// `n`, the value of `flag`, if it lies in `lo..=hi`; else an error naming the range.
+fn within<T: PartialOrd + std::fmt::Display>(flag: &str, n: T, lo: T, hi: T) -> Result<T, String> {
+    if n < lo || n > hi {
+        return Err(format!("{flag}: {n} is out of range ({lo} to {hi})"));
+    }
+    Ok(n)
+}
+
 /// Deletes a temporary database file when dropped. Declare it before the database handle,
 /// so that the handle is closed first.
 ///
@@ -200,7 +218,7 @@ static TEMP_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 impl TempFile {
     fn new(path: Option<PathBuf>) -> TempFile {
         if let Some(p) = &path {
-            TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).push(p.clone());
+            register_temp_file(p);
         }
         TempFile(path)
     }
@@ -210,14 +228,26 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         if let Some(p) = &self.0 {
             let _ = std::fs::remove_file(p);
-            TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).retain(|q| q != p);
+            forget_temp_file(p);
         }
     }
 }
 
-/// Removes the files of every live [`TempFile`]: called on the way out by an exit that skips
-/// their destructors. Another thread may still write to such a file; unlinking it is safe
-/// while it is open, and the process ends right after.
+/// Lists `path` among the files that an exit skipping destructors removes (an interrupt
+/// included): a temporary database, or a new file staged beside the one it will replace.
+pub(crate) fn register_temp_file(path: &std::path::Path) {
+    TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).push(path.to_path_buf());
+}
+
+/// Takes `path` off that list: its owner removed it, or renamed it into place.
+pub(crate) fn forget_temp_file(path: &std::path::Path) {
+    TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).retain(|q| q != path);
+}
+
+/// Removes the files of every live [`TempFile`] and staged file: called on the way out by
+/// an exit that skips their destructors (a failed write to standard output, an interrupt).
+/// Another thread may still write to such a file; unlinking it is safe while it is open,
+/// and the process ends right after.
 pub(crate) fn remove_temp_files() {
     for p in TEMP_FILES.lock().unwrap_or_else(PoisonError::into_inner).drain(..) {
         let _ = std::fs::remove_file(p);
@@ -227,6 +257,23 @@ pub(crate) fn remove_temp_files() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_out_of_range_are_errors_naming_the_range() {
+        let parse = |args: &[&str]| PerfArgs::parse(Workload::Sequence, args);
+        for (args, range) in [
+            (&["--iter", "0"][..], "(1 to"),
+            (&["--threads", "0"], "(1 to 4096)"),
+            (&["--threads", "1000000"], "(1 to 4096)"),
+            (&["--batch", "0"], "(1 to"),
+            (&["--size", "1073741825"], "(0 to 1073741824)"),
+        ] {
+            let e = parse(args).err().unwrap_or_else(|| panic!("{args:?} was accepted"));
+            assert!(e.starts_with(&format!("{}: ", args[0])) && e.contains(range), "{e}");
+        }
+        let a = parse(&["--iter", "1", "--threads", "4096", "--size", "1073741824"]).unwrap();
+        assert_eq!((a.iter, a.threads, a.size), (1, 4096, 1 << 30));
+    }
 
     #[test]
     fn flags_belong_to_their_workload() {

@@ -126,6 +126,14 @@ Examples:
 ";
 
 fn main() -> ExitCode {
+    // An interrupt (SIGINT, SIGTERM, SIGHUP) removes this run's temporary and staged files
+    // before the process ends, with the status a shell gives a process killed by SIGINT. A
+    // database open for writing is left as a crash leaves it: the next writable open
+    // recovers it.
+    let _ = ctrlc::set_handler(|| {
+        eprintln!("senju: interrupted");
+        report::exit(130)
+    });
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_exit(&e),

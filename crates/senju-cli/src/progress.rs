@@ -66,6 +66,10 @@ impl Progress {
 pub(crate) fn recovery_bar() -> impl Fn(u64, u64) + Send + Sync + 'static {
     let bar: std::sync::Mutex<Option<Progress>> = std::sync::Mutex::new(None);
     move |done, total| {
+        // A new database, or one with nothing to replay: no bar.
+        if total == 0 {
+            return;
+        }
         let mut bar = bar.lock().unwrap_or_else(|e| e.into_inner());
         let p = bar.get_or_insert_with(|| Progress::new("recovering", total));
         p.tick(done);

@@ -105,7 +105,8 @@ fn sticky_refuses(target: &Path, me: u32) -> bool {
 }
 
 /// A new file being written beside the one it will replace: this process created it, and
-/// it is removed when dropped unless [`Staged::put_in_place`] moved it into place.
+/// it is removed when dropped unless [`Staged::put_in_place`] moved it into place (and by
+/// an exit that skips destructors, an interrupt included: see `args::remove_temp_files`).
 pub(crate) struct Staged {
     pub(crate) path: PathBuf,
     /// Open for writing since its creation: it can be synced whatever mode it gets.
@@ -132,7 +133,10 @@ impl Staged {
                 n => with_suffix(target, &format!(".{tag}-{pid}-{n}")),
             };
             match std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&path) {
-                Ok(file) => return Ok(Staged { path, file, done: false }),
+                Ok(file) => {
+                    crate::args::register_temp_file(&path);
+                    return Ok(Staged { path, file, done: false });
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
@@ -171,6 +175,7 @@ impl Staged {
             )
         })?;
         self.done = true;
+        crate::args::forget_temp_file(&self.path);
         sync_dir(target);
         Ok(())
     }
@@ -180,6 +185,7 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.done {
             let _ = std::fs::remove_file(&self.path);
+            crate::args::forget_temp_file(&self.path);
         }
     }
 }

@@ -26,15 +26,25 @@ fn is_stdio(file: &Path) -> bool {
 }
 
 /// Whether an export to `file` is written as it is rather than replaced: a device or a pipe
-/// has nothing to keep and nothing to rename over, and a path under `/dev` or `/proc` may
-/// name a descriptor this process already has open (`/dev/stdout`, `>(gzip >x.gz)`), whose
-/// file must not be swapped for another.
+/// has nothing to keep and nothing to rename over, and a path that names a descriptor this
+/// process already has open (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, as
+/// `>(gzip >x.gz)` passes) stands for a file that must not be swapped for another. Other
+/// regular files, under `/dev` too (`/dev/shm`), are replaced whole, so a failed export
+/// leaves them as they were.
 fn is_stream(file: &Path) -> Result<bool, String> {
     match std::fs::metadata(file) {
         Ok(m) if m.is_dir() => Err(format!("cannot write {}: it is a directory", file.display())),
-        Ok(m) => Ok(!m.is_file() || file.starts_with("/dev") || file.starts_with("/proc")),
+        Ok(m) => Ok(!m.is_file() || names_a_descriptor(file)),
         Err(_) => Ok(false),
     }
+}
+
+/// Whether `file` is a path through which a process reaches one of its open descriptors.
+fn names_a_descriptor(file: &Path) -> bool {
+    let std_name =
+        ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| file == Path::new(d));
+    let in_proc_fd = file.starts_with("/proc") && file.components().any(|c| c.as_os_str() == "fd");
+    std_name || file.starts_with("/dev/fd") || in_proc_fd
 }
 
 /// Refuses a record file that is the database itself (the same device and inode, through

@@ -106,3 +106,27 @@ fn export_replaces_the_name_it_is_given_not_other_hard_links() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), RECORDS);
     assert_eq!(std::fs::read_to_string(&other).unwrap(), "old\n");
 }
+
+/// Every path under `/dev` was written in place as if it named a stream, so an export to a
+/// file in `/dev/shm` truncated it first and a failed export left it cut. Such a file is
+/// now replaced whole (a new inode); `/dev/stdout` and `/dev/fd/N` are still written in place.
+#[test]
+fn export_replaces_a_regular_file_under_dev() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    }
+    let d = Dir::new("export-dev-shm");
+    let db = database(&d);
+    let out = shm.join(format!("senju-export-test-{}.tsv", std::process::id()));
+    let out_s = out.to_str().unwrap();
+    std::fs::write(&out, "old\tcontents\n").unwrap();
+    let before = std::fs::metadata(&out).unwrap().ino();
+    run(&["export", &db, out_s, "--sort"]);
+    let after = std::fs::metadata(&out).unwrap().ino();
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert_ne!(before, after, "the file was written in place");
+    assert!(!text.contains("old\tcontents"), "{text}");
+}

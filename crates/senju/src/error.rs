@@ -117,8 +117,9 @@ impl fmt::Display for OpenError {
             ),
             OpenError::Corrupted { offset, what } => write!(
                 f,
-                "database is corrupted at byte {offset} ({what}); restore it from a backup \
-                 or export what is readable"
+                "database is corrupted at byte {offset} ({what}); `senju check --repair` \
+                 (`senju::salvage`) copies its intact records to a fresh file, or restore it \
+                 from a backup"
             ),
             OpenError::AddressSpace { path, requested, source } => write!(
                 f,
@@ -238,8 +239,9 @@ impl fmt::Display for StorageError {
             }
             StorageError::Corrupted { offset, what } => write!(
                 f,
-                "database is corrupted at byte {offset} ({what}); reopen it to run recovery, \
-                 or restore it from a backup"
+                "database is corrupted at byte {offset} ({what}); `senju check --repair` \
+                 (`senju::salvage`) copies its intact records to a fresh file, or restore it \
+                 from a backup"
             ),
             StorageError::Full { needed, limit } => write!(
                 f,
