@@ -77,8 +77,8 @@ pub struct SalvageReport {
 
 /// Copies every intact record of the database file `src` into a new database at `dst`
 /// (replaced if it exists), skipping damaged bytes (see the module documentation). `src`
-/// is only read, under a shared lock. The new file has the source's shard count (128 if
-/// the header is unreadable).
+/// is only read, under a shared lock. The new file has the source's shard count (if the
+/// header is damaged, as its data-start field and the chunks' shard numbers tell).
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join(format!("senju-doc-salvage-{}", std::process::id()));
@@ -149,7 +149,7 @@ pub fn salvage_with_progress(
         let dir = read_directory(&file, shards).map_err(io_err)?;
         report.expected_records = dir.iter().map(|e| e.map(|e| e.count)).sum();
     }
-    let bits = h.shard_bits.min(Header::MAX_SHARD_BITS);
+    let bits = if header_ok { h.shard_bits } else { damaged_header_shard_bits(&h, &walk.chunks) };
     let gaps = scan_gaps(&file, h.salt, shards, &walk.chunks, start, len).map_err(io_err)?;
     // Strays: bytes outside every chunk that are not zeros, mostly stale free space. Read
     // only in a file closed cleanly, where records there can only belong to a chunk whose
@@ -194,7 +194,7 @@ pub fn salvage_with_progress(
         Source::Orphan(i, _) => orphans[i].buf.len() as u64,
     };
     let total: u64 = by_shard.values().flatten().map(|(_, src)| size(src)).sum();
-    let out_shards = if h.shard_bits <= Header::MAX_SHARD_BITS { 1 << h.shard_bits } else { 128 };
+    let out_shards = 1 << bits;
     let db = Db::builder().shards(out_shards).truncate(true).open(dst)?;
     let mut ids: Vec<u32> = by_shard.keys().copied().collect();
     ids.sort_unstable();
@@ -241,6 +241,27 @@ pub fn salvage_with_progress(
     report.damage.sort_by_key(|d| d.offset);
     report.damage.truncate(MAX_DAMAGE);
     Ok(report)
+}
+
+/// The shard count (as bits) of a file whose header fails its checksum, from what is left:
+/// the header's count where its redundant data-start field agrees with it and every chunk's
+/// shard fits it; else the fewest bits that the data-start field allows and the chunks fit;
+/// else the fewest bits that every chunk's shard fits (at least 7: 128 shards, the default).
+/// Records whose chunk header is lost go to the shard of their key hash by these bits.
+fn damaged_header_shard_bits(h: &Header, chunks: &[Found]) -> u32 {
+    let top = chunks.iter().map(|c| c.shard).max().unwrap_or(0);
+    let fits = |bits: u32| bits <= Header::MAX_SHARD_BITS && u64::from(top) < 1u64 << bits;
+    if fits(h.shard_bits) && h.data_start == format::data_start(h.shard_bits) {
+        return h.shard_bits;
+    }
+    // Counts up to 32 shards share one directory page: the fewest bits that the chunks fit
+    // (exact once the highest shard has a chunk).
+    if let Some(b) =
+        (0..=Header::MAX_SHARD_BITS).find(|&b| format::data_start(b) == h.data_start && fits(b))
+    {
+        return b;
+    }
+    (7..=Header::MAX_SHARD_BITS).find(|&b| fits(b)).unwrap_or(Header::MAX_SHARD_BITS)
 }
 
 /// Where a source goes in its shard's replay: `(0, 0, offset)` for records whose chunk

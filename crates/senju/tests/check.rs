@@ -202,6 +202,23 @@ fn header_damage_is_named_and_salvage_uses_the_salt_anyway() {
 }
 
 #[test]
+fn a_damaged_shard_count_in_the_header_is_not_trusted() {
+    let dir = TempDir::new("check-header-bits");
+    let path = dir.file("bits.sj");
+    let live = fill(&path); // 4 shards
+    damage(&path, 16, |b, at| b[at] = 9); // shard bits 2 -> 9: the checksum breaks
+    let out = dir.file("salvaged.sj");
+    let s = senju::salvage(&path, &out).unwrap();
+    assert!(s.header_damaged);
+    let db = Db::open(&out).unwrap();
+    assert_eq!(db.stats().unwrap().shards, 4, "the header's damaged count was taken");
+    drop(db);
+    let mut want = live;
+    want.sort();
+    assert_eq!(contents(&out), want);
+}
+
+#[test]
 fn a_zeroed_page_loses_only_its_records() {
     let dir = TempDir::new("check-zero");
     let path = dir.file("zero.sj");
