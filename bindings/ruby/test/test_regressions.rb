@@ -3,8 +3,9 @@
 require_relative "test_helper"
 
 # Regressions, each named after its bug: interrupts (signals, Thread#kill, throw) around
-# a recovering open and around close, a close racing another close, and the conversion
-# of batch arguments.
+# a recovering open and around close, a close racing another close, the conversion of
+# batch arguments, copies that run out of memory, what :auto weighs, paths, and Hash-like
+# return values.
 class TestRegressions < Minitest::Test
   include SenjuTestHelper
 
@@ -189,5 +190,79 @@ class TestRegressions < Minitest::Test
     end
     e = assert_raises(Senju::NotFoundError) { Senju::DB.open(db_path("none.sj"), create: false) }
     refute_match(/Builder::/, e.message)
+  end
+
+  # The value: larger than the room left under the address-space limit, and than the 64 MiB
+  # a thread's malloc arena reserves ahead (a smaller copy could be cut from that).
+  OOM_VALUE = 96 << 20
+
+  # Runs the block in a child made by fork; returns what it wrote and its exit status.
+  def in_child
+    rd, wr = IO.pipe
+    pid = fork do
+      rd.close
+      out = begin
+        yield
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        "child raised #{e.class}: #{e.message}"
+      end
+      wr.write(out)
+      wr.close
+      exit!(0) # not minitest's at_exit
+    end
+    wr.close
+    out = rd.read
+    rd.close
+    [out, Process.wait2(pid)[1]]
+  end
+
+  # The address space mapped now, in bytes.
+  def mapped_bytes
+    File.read("/proc/self/status")[/^VmSize:\s*(\d+)/, 1].to_i << 10
+  end
+
+  # Copies the binding made with Rust's infallible allocation (`to_vec` of a value read or
+  # written, the growth of get_many's and set_many's buffers) aborted the process when the
+  # memory ran out, and the engine's StorageError::OutOfMemory (a scan's copy) was a
+  # Senju::Error whose message said to call `get_with`. Each raises NoMemoryError now, which
+  # names the bytes needed, and leaves the store as it was (the delete removed nothing).
+  # Under an address-space limit (RLIMIT_AS), in a child process.
+  def test_a_value_larger_than_the_memory_left_raises_no_memory_error
+    skip "needs fork and /proc" unless Process.respond_to?(:fork) && File.exist?("/proc/self/status")
+    %i[auto release hold].each do |mode|
+      out, status = in_child do
+        db = Senju::DB.open(memory: true, gvl: mode, shards: 1)
+        big = "x".b * OOM_VALUE
+        db["big"] = big
+        db["small"] = "s"
+        calls = {
+          "[]" => -> { db["big"] },
+          "get_many" => -> { db.get_many(%w[small big]) },
+          "each" => -> { db.each { nil } },
+          "delete" => -> { db.delete("big") },
+          "set_many" => -> { db.set_many({ "other" => big }) },
+        }
+        3.times { calls.first(3).each { |_, call| call.call } } # whatever is made lazily
+        GC.start
+        soft, hard = Process.getrlimit(:AS)
+        Process.setrlimit(:AS, mapped_bytes + (16 << 20), hard)
+        got = calls.map do |name, call|
+          call.call
+          "#{name}: returned"
+        rescue NoMemoryError => e
+          n = e.message[/could not allocate (\d+) bytes/, 1].to_i
+          "#{name}: NoMemoryError#{n.between?(OOM_VALUE, OOM_VALUE + 64) ? '' : " #{e.message}"}"
+        rescue StandardError => e
+          "#{name}: #{e.class}: #{e.message}"
+        end
+        Process.setrlimit(:AS, soft, hard)
+        got << "intact: #{db['big'] == big} #{db.key?('other')}"
+        got.join("\n")
+      end
+      refute status.signaled?, "#{mode}: the child died by signal #{status.termsig}"
+      assert_equal ["[]: NoMemoryError", "get_many: NoMemoryError", "each: NoMemoryError",
+                    "delete: NoMemoryError", "set_many: NoMemoryError", "intact: true false"],
+                   out.split("\n"), mode
+    end
   end
 end

@@ -18,11 +18,11 @@ use magnus::{
     DataTypeFunctions, Error, RArray, RClass, RHash, RModule, RString, Ruby, TypedData, Value,
     function, method,
 };
-use senju::Db;
+use senju::{Db, StorageError};
 
-use crate::error::{closed_error, internal_error, open_error, storage_error};
+use crate::error::{closed_error, internal_error, open_error, out_of_memory, storage_error};
 use crate::gvl::{self, CHUNK, Mode, Policy, Step, Weight};
-use crate::packed::{Packed, PackedValues};
+use crate::packed::{Packed, PackedValues, try_copy};
 use crate::recovery::{Callback, Progress};
 
 /// Values at least this long make a single call `Weight::Large` (released under `:auto`).
@@ -53,10 +53,11 @@ pub(crate) struct DbObject {
 
 impl DataTypeFunctions for DbObject {}
 
-/// The bytes of a Ruby string, copied (so they can cross a GVL release).
-fn bytes(s: RString) -> Vec<u8> {
+/// The bytes of a Ruby string, copied (so they can cross a GVL release); `NoMemoryError` if
+/// the copy cannot be allocated.
+fn bytes(ruby: &Ruby, s: RString) -> Result<Vec<u8>, Error> {
     // SAFETY: the GVL is held and no Ruby code runs while the slice is borrowed.
-    unsafe { s.as_slice() }.to_vec()
+    try_copy(unsafe { s.as_slice() }).map_err(|needed| out_of_memory(ruby, needed))
 }
 
 /// A binary (ASCII-8BIT) Ruby string.
@@ -118,7 +119,10 @@ fn open(
     let progress = recovery_progress.map(Progress::new);
     let callback = progress.as_ref().map(Callback::new);
     let args = OpenArgs {
-        path: path.map(|p| PathBuf::from(OsString::from_vec(bytes(p)))),
+        path: path
+            .map(|p| bytes(ruby, p))
+            .transpose()?
+            .map(|p| PathBuf::from(OsString::from_vec(p))),
         memory,
         read_only,
         truncate,
@@ -187,16 +191,20 @@ enum Found {
 
 fn lookup(db: &Db, key: &[u8]) -> senju::Result<Found> {
     let found = db.get_with(key, |v| {
-        if v.len() >= BIG_VALUE { Found::Big(v.len()) } else { Found::Small(v.to_vec()) }
+        if v.len() >= BIG_VALUE {
+            Ok(Found::Big(v.len()))
+        } else {
+            try_copy(v).map(Found::Small).map_err(|needed| StorageError::OutOfMemory { needed })
+        }
     })?;
-    Ok(found.unwrap_or(Found::Absent))
+    found.unwrap_or(Ok(Found::Absent))
 }
 
 /// `db[key]`: the value (a binary String) or nil.
 fn get(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
     let h = rb_self.live(ruby)?;
     let found = if h.policy.releases(Weight::Short) {
-        let mut st = (bytes(key), Found::Absent);
+        let mut st = (bytes(ruby, key)?, Found::Absent);
         gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, out)| {
             *out = lookup(&h.db, k)?;
             Ok(Step::Done)
@@ -209,7 +217,7 @@ fn get(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>,
     match found {
         Found::Absent => Ok(None),
         Found::Small(v) => Ok(Some(bin(ruby, &v))),
-        Found::Big(len) => read_big(ruby, h, bytes(key), len),
+        Found::Big(len) => read_big(ruby, h, bytes(ruby, key)?, len),
     }
 }
 
@@ -234,8 +242,18 @@ fn read_big(
     mut len: usize,
 ) -> Result<Option<RString>, Error> {
     loop {
-        let s = ruby.str_buf_new(len);
-        let raw = s.as_raw();
+        // Under `rb_protect`: a String that cannot be allocated raises `NoMemoryError`, which
+        // must not jump over this frame.
+        let raw = magnus::rb_sys::protect(|| {
+            // SAFETY: the GVL is held; `rb_protect` catches the exception it may raise.
+            unsafe { rb_sys::rb_str_buf_new(len as std::os::raw::c_long) }
+        })
+        .map_err(|e| {
+            if e.is_kind_of(ruby.exception_no_mem_error()) { out_of_memory(ruby, len) } else { e }
+        })?;
+        // SAFETY: `rb_str_buf_new` returned a live object, kept by this frame.
+        let s = RString::from_value(unsafe { Value::from_raw(raw) })
+            .ok_or_else(|| internal_error(ruby, "rb_str_buf_new made no String"))?;
         // SAFETY: `s` is a live String; `rb_str_buf_new(len)` gave it room for `len` bytes.
         let ptr = unsafe { rb_sys::RSTRING_PTR(raw) }.cast::<u8>().cast_mut();
         let mut st = (OutBuf { ptr, cap: len }, None::<Result<usize, usize>>);
@@ -288,7 +306,7 @@ fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<
         let frozen = RString::new_frozen(value);
         // SAFETY: `frozen` is a live String.
         let ptr = unsafe { rb_sys::RSTRING_PTR(frozen.as_raw()) }.cast::<u8>();
-        let mut st = (bytes(key), InBuf { ptr, len: frozen.len() });
+        let mut st = (bytes(ruby, key)?, InBuf { ptr, len: frozen.len() });
         gvl::run(ruby, &h.policy, weight, &mut st, |(k, v)| {
             // SAFETY: see `InBuf`.
             let v = unsafe { std::slice::from_raw_parts(v.ptr, v.len) };
@@ -297,7 +315,7 @@ fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<
         std::hint::black_box(frozen);
         return Ok(value);
     }
-    let mut st = (bytes(key), bytes(value));
+    let mut st = (bytes(ruby, key)?, bytes(ruby, value)?);
     gvl::run(ruby, &h.policy, weight, &mut st, |(k, v)| h.db.set(k, v).map(|()| Step::Done))?;
     Ok(value)
 }
@@ -306,6 +324,25 @@ fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<
 struct InBuf {
     ptr: *const u8,
     len: usize,
+}
+
+impl InBuf {
+    /// The buffer of `frozen`, which the caller keeps alive (on its frame) while it is read.
+    fn of(frozen: RString) -> InBuf {
+        // SAFETY: `frozen` is a live String.
+        let ptr = unsafe { rb_sys::RSTRING_PTR(frozen.as_raw()) }.cast::<u8>();
+        InBuf { ptr, len: frozen.len() }
+    }
+
+    /// The bytes.
+    ///
+    /// # Safety
+    ///
+    /// The String this was made `of` is alive (see the `Send` impl).
+    unsafe fn slice(&self) -> &[u8] {
+        // SAFETY: the caller keeps the String, whose buffer this is, alive and frozen.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
 }
 
 // SAFETY: a frozen String's buffer never changes (a write to a string sharing it copies
@@ -344,33 +381,19 @@ fn try_short<T>(
 }
 
 /// `db.delete(key)`: removes the key; returns its value, or nil if it was absent.
+///
+/// Reads the value first (as `db[key]` does, weighed and copied by its size, raising
+/// `NoMemoryError` with nothing removed if the copy cannot be allocated), then removes it
+/// only if it is still that value (`compare_and_set`), again after a change by another
+/// thread. Removing inside the engine's `update` would have to copy the value while the
+/// shard is locked, where a failed copy could neither raise nor keep the value.
 fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
-    let h = rb_self.live(ruby)?;
-    let mut weight = Weight::Short;
-    // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
-    let k = unsafe { key.as_slice() };
-    let mut old = None;
-    let tried = try_short(h, weight, || {
-        h.db.try_update(k, |v| {
-            old = v.map(<[u8]>::to_vec);
-            None
-        })
-    });
-    match tried.map_err(storage(ruby))? {
-        Tried::Done(_) => return Ok(old.map(|v| bin(ruby, &v))),
-        Tried::Busy => weight = Weight::Batch,
-        Tried::Skipped => {}
+    loop {
+        let Some(old) = get(ruby, rb_self, key)? else { return Ok(None) };
+        if compare_and_set(ruby, rb_self, key, Some(old), None)? {
+            return Ok(Some(old));
+        }
     }
-    let mut st = (bytes(key), None);
-    gvl::run(ruby, &h.policy, weight, &mut st, |(k, old)| {
-        // `update` runs the closure under the shard lock: it only copies bytes.
-        h.db.update(k, |v| {
-            *old = v.map(<[u8]>::to_vec);
-            None
-        })?;
-        Ok(Step::Done)
-    })?;
-    Ok(st.1.map(|v| bin(ruby, &v)))
 }
 
 /// `db.key?(key)`.
@@ -380,7 +403,7 @@ fn contains(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<bool, Error
         // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
         return h.db.contains(unsafe { key.as_slice() }).map_err(storage(ruby));
     }
-    let mut st = (bytes(key), false);
+    let mut st = (bytes(ruby, key)?, false);
     gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, out)| {
         *out = h.db.contains(k)?;
         Ok(Step::Done)
@@ -409,7 +432,8 @@ fn to_string(v: Value) -> Result<Option<RString>, Error> {
 /// The strings of an Array (or what their `to_str` returns), copied; `TypeError` names the
 /// first element that is neither.
 fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
-    let mut out = Packed::with_capacity(ary.len());
+    let oom = |needed| out_of_memory(ruby, needed);
+    let mut out = Packed::with_capacity(ary.len()).map_err(oom)?;
     let mut other = None;
     {
         // SAFETY: the GVL is held and no Ruby code runs while the array's and the strings'
@@ -418,7 +442,7 @@ fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
         for (i, &v) in items.iter().enumerate() {
             match RString::from_value(v) {
                 // SAFETY: as above.
-                Some(s) => out.push(unsafe { s.as_slice() }),
+                Some(s) => out.push(unsafe { s.as_slice() }).map_err(oom)?,
                 None => {
                     other = Some(i);
                     break;
@@ -441,7 +465,7 @@ fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
             ));
         };
         // SAFETY: the GVL is held and no Ruby code runs while the string is borrowed.
-        out.push(unsafe { s.as_slice() });
+        out.push(unsafe { s.as_slice() }).map_err(oom)?;
         i += 1;
     }
     Ok(out)
@@ -453,13 +477,21 @@ fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Err
     let h = rb_self.live(ruby)?;
     let keys = string_array(ruby, keys)?;
     let weight = if keys.len() >= BIG_BATCH { Weight::Batch } else { Weight::Short };
-    let n = keys.len();
-    let mut st = (keys, PackedValues::with_capacity(n));
+    let out = PackedValues::with_capacity(keys.len()).map_err(|n| out_of_memory(ruby, n))?;
+    let mut st = (keys, out);
     gvl::run(ruby, &h.policy, weight, &mut st, |(keys, out)| {
         let end = (out.len() + CHUNK).min(keys.len());
         // One engine batch per chunk, which overlaps the lookups' cache misses.
         let chunk: Vec<&[u8]> = (out.len()..end).map(|i| keys.get(i)).collect();
-        h.db.get_many_with(&chunk, |_, v| out.push(v))?;
+        let mut short = None;
+        h.db.get_many_with(&chunk, |_, v| {
+            if short.is_none() {
+                short = out.push(v).err();
+            }
+        })?;
+        if let Some(needed) = short {
+            return Err(StorageError::OutOfMemory { needed });
+        }
         Ok(if out.len() == keys.len() { Step::Done } else { Step::More })
     })?;
     // `ary_from_iter` keeps the new strings in a buffer on this stack (seen by the GC) and
@@ -471,10 +503,25 @@ fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Err
 struct PairsAcc {
     keys: Packed,
     values: Packed,
-    /// Bytes of values.
-    total: usize,
     /// Whether a pair that is not two Strings was met (the copy stops there).
     other: bool,
+    /// The bytes a copy that could not be allocated needed (the copy stops there).
+    short: Option<usize>,
+}
+
+impl PairsAcc {
+    fn with_capacity(ruby: &Ruby, n: usize) -> Result<PairsAcc, Error> {
+        let oom = |needed| out_of_memory(ruby, needed);
+        let keys = Packed::with_capacity(n).map_err(oom)?;
+        let values = Packed::with_capacity(n).map_err(oom)?;
+        Ok(PairsAcc { keys, values, other: false, short: None })
+    }
+
+    /// Copies one pair; `Err(needed)` if it cannot be allocated.
+    fn push(&mut self, key: &[u8], value: &[u8]) -> Result<(), usize> {
+        self.keys.push(key)?;
+        self.values.push(value)
+    }
 }
 
 /// `rb_hash_foreach` callback: copies one String pair into the `PairsAcc` at `arg`, or stops
@@ -494,11 +541,13 @@ unsafe extern "C" fn collect_pair(k: rb_sys::VALUE, v: rb_sys::VALUE, arg: rb_sy
     };
     // SAFETY: the GVL is held (Ruby runs this callback) and no Ruby code runs while the
     // strings are borrowed.
-    acc.keys.push(unsafe { ks.as_slice() });
+    let key = unsafe { ks.as_slice() };
     // SAFETY: as for the key.
     let value = unsafe { vs.as_slice() };
-    acc.total += value.len();
-    acc.values.push(value);
+    if let Err(needed) = acc.push(key, value) {
+        acc.short = Some(needed);
+        return rb_sys::st_retval::ST_STOP as i32;
+    }
     rb_sys::st_retval::ST_CONTINUE as i32
 }
 
@@ -515,12 +564,7 @@ fn convert_pairs(ruby: &Ruby, hash: RHash) -> Result<PairsAcc, Error> {
         Ok(ForEach::Continue)
     })?;
     let n = snapshot.len() / 2;
-    let mut acc = PairsAcc {
-        keys: Packed::with_capacity(n),
-        values: Packed::with_capacity(n),
-        total: 0,
-        other: false,
-    };
+    let mut acc = PairsAcc::with_capacity(ruby, n)?;
     for i in 0..n {
         let k: Value = snapshot.entry((2 * i) as isize)?;
         let v: Value = snapshot.entry((2 * i + 1) as isize)?;
@@ -535,11 +579,10 @@ fn convert_pairs(ruby: &Ruby, hash: RHash) -> Result<PairsAcc, Error> {
             ));
         };
         // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
-        acc.keys.push(unsafe { ks.as_slice() });
+        let key = unsafe { ks.as_slice() };
         // SAFETY: as for the key.
         let value = unsafe { vs.as_slice() };
-        acc.total += value.len();
-        acc.values.push(value);
+        acc.push(key, value).map_err(|needed| out_of_memory(ruby, needed))?;
     }
     Ok(acc)
 }
@@ -551,16 +594,10 @@ fn convert_pairs(ruby: &Ruby, hash: RHash) -> Result<PairsAcc, Error> {
 /// before it stay set.
 fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
-    let n = hash.len();
-    let mut acc = PairsAcc {
-        keys: Packed::with_capacity(n),
-        values: Packed::with_capacity(n),
-        total: 0,
-        other: false,
-    };
+    let mut acc = PairsAcc::with_capacity(ruby, hash.len())?;
     // SAFETY: `collect_pair` matches `rb_hash_foreach`'s callback type and `arg` is `acc`,
-    // alive on this frame for the whole call. The callback calls no Ruby API and cannot
-    // panic short of an allocation failure (which aborts), so nothing unwinds through Ruby.
+    // alive on this frame for the whole call. The callback calls no Ruby API and does not
+    // panic (its copies are fallible), so nothing unwinds through Ruby.
     unsafe {
         rb_sys::rb_hash_foreach(
             hash.as_raw(),
@@ -568,17 +605,23 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
             std::ptr::from_mut(&mut acc) as rb_sys::VALUE,
         );
     }
+    if let Some(needed) = acc.short {
+        return Err(out_of_memory(ruby, needed));
+    }
     if acc.other {
         acc = convert_pairs(ruby, hash)?;
     }
-    let PairsAcc { keys, values, total, .. } = acc;
+    let PairsAcc { keys, values, .. } = acc;
     // The engine checks the pairs of each call before it writes any; a batch of more than
     // one chunk is checked here, whole, first.
     (0..keys.len())
         .try_for_each(|i| senju::check_pair(keys.get(i), values.get(i)))
         .map_err(storage(ruby))?;
-    let weight =
-        if keys.len() >= BIG_BATCH || total >= BIG_VALUE { Weight::Batch } else { Weight::Short };
+    let weight = if keys.len() >= BIG_BATCH || values.bytes() >= BIG_VALUE {
+        Weight::Batch
+    } else {
+        Weight::Short
+    };
     let mut st = (keys, values, 0usize);
     gvl::run(ruby, &h.policy, weight, &mut st, |(keys, values, done)| {
         let end = (*done + CHUNK).min(keys.len());
@@ -616,27 +659,43 @@ fn compare_and_set(
         Tried::Busy => weight = Weight::Batch,
         Tried::Skipped => {}
     }
-    let mut st = (bytes(key), expected.map(bytes), new.map(bytes), false);
-    gvl::run(ruby, &h.policy, weight, &mut st, |(k, e, n, out)| {
-        *out = h.db.compare_and_set(k, e.as_deref(), n.as_deref())?;
+    // The values are not copied (they may be 1 GiB each): frozen Strings share or are their
+    // buffers, which no one can change, and this frame keeps them alive (see `InBuf`).
+    let frozen = (expected.map(RString::new_frozen), new.map(RString::new_frozen));
+    let bufs = (frozen.0.map(InBuf::of), frozen.1.map(InBuf::of));
+    let mut st = (bytes(ruby, key)?, bufs, false);
+    gvl::run(ruby, &h.policy, weight, &mut st, |(k, (e, n), out)| {
+        // SAFETY: `frozen` holds the Strings until `run` returns.
+        let e = e.as_ref().map(|b| unsafe { b.slice() });
+        // SAFETY: as for `e`.
+        let n = n.as_ref().map(|b| unsafe { b.slice() });
+        *out = h.db.compare_and_set(k, e, n)?;
         Ok(Step::Done)
     })?;
-    Ok(st.3)
+    std::hint::black_box(frozen);
+    Ok(st.2)
 }
 
 /// `db.append(key, suffix)`: appends to the value (an absent key counts as empty).
 fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
-    let mut weight = if suffix.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
     let (k, s) = (unsafe { key.as_slice() }, unsafe { suffix.as_slice() });
+    let mut weight = if s.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
     match try_short(h, weight, || h.db.try_append(k, s)).map_err(storage(ruby))? {
         Tried::Done(()) => return Ok(()),
         Tried::Busy => weight = Weight::Batch,
         Tried::Skipped => {}
     }
-    let mut st = (bytes(key), bytes(suffix));
-    gvl::run(ruby, &h.policy, weight, &mut st, |(k, s)| h.db.append(k, s).map(|()| Step::Done))
+    // The suffix is not copied: see `set`.
+    let frozen = RString::new_frozen(suffix);
+    let mut st = (bytes(ruby, key)?, InBuf::of(frozen));
+    gvl::run(ruby, &h.policy, weight, &mut st, |(k, s)| {
+        // SAFETY: `frozen` holds the String until `run` returns.
+        h.db.append(k, unsafe { s.slice() }).map(|()| Step::Done)
+    })?;
+    std::hint::black_box(frozen);
+    Ok(())
 }
 
 /// `db._sync(hard)`.

@@ -16,9 +16,12 @@
 //! | `StorageError::Full` | `Senju::FullError` |
 //! | `StorageError::ReadOnly` | `Senju::ReadOnlyError` |
 //! | `StorageError::Forked` | `Senju::ForkedError` |
+//! | `StorageError::OutOfMemory` | Ruby's `NoMemoryError` |
 //!
-//! Every class is a subclass of `Senju::Error < StandardError`; the message is the Rust
-//! error's, which says what to do.
+//! Every class but `NoMemoryError` is a subclass of `Senju::Error < StandardError`; the
+//! message is the Rust error's, which says what to do. A copy that cannot be allocated is
+//! Ruby's own `NoMemoryError`, as when Ruby cannot allocate an object, with the bytes it
+//! needed in the message.
 
 use magnus::prelude::*;
 use magnus::value::Lazy;
@@ -78,9 +81,23 @@ pub(crate) fn storage_error(ruby: &Ruby, e: StorageError) -> Error {
         StorageError::Io(io) => return io_error(ruby, in_ruby(e.to_string()), errno_of(ruby, io)),
         StorageError::ReadOnly => &READ_ONLY,
         StorageError::Forked { .. } => &FORKED,
+        StorageError::OutOfMemory { needed } => return out_of_memory(ruby, *needed),
         _ => &BASE,
     };
     Error::new(ruby.get_inner(class), in_ruby(e.to_string()))
+}
+
+/// Ruby's `NoMemoryError` for a copy of `needed` bytes (of a value read from the database,
+/// or of a String to write) that could not be allocated. The engine's own message names
+/// `get_with`, which Ruby code cannot call.
+pub(crate) fn out_of_memory(ruby: &Ruby, needed: usize) -> Error {
+    Error::new(
+        ruby.exception_no_mem_error(),
+        format!(
+            "could not allocate {needed} bytes to copy a value from or into the database (what \
+             is stored is intact); free memory and try again"
+        ),
+    )
 }
 
 /// The exception for a failed open.

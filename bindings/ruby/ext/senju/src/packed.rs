@@ -1,8 +1,30 @@
 //! Byte strings packed into one buffer, for batches: copying a batch's Ruby strings (or
 //! collecting its results) costs one growing allocation instead of one per item, and
 //! freeing it one `free` under the GVL instead of a thousand.
+//!
+//! Every copy here is fallible: a value may be as large as 1 GiB, and a buffer that cannot
+//! grow reports the bytes it needed (for `NoMemoryError`, see `error::out_of_memory`)
+//! instead of aborting the process as `Vec`'s infallible growth does.
 
 use std::ops::Range;
+
+/// A copy of `bytes`, or `Err(len)` where it cannot be allocated.
+pub(crate) fn try_copy(bytes: &[u8]) -> Result<Vec<u8>, usize> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes.len()).map_err(|_| bytes.len())?;
+    v.extend_from_slice(bytes);
+    Ok(v)
+}
+
+/// Appends `bytes` to `data` after reserving room for them (amortized growth first, then
+/// exactly what is needed); `Err(needed)` and `data` unchanged if neither can be allocated.
+fn try_extend(data: &mut Vec<u8>, bytes: &[u8]) -> Result<(), usize> {
+    if data.try_reserve(bytes.len()).is_err() {
+        data.try_reserve_exact(bytes.len()).map_err(|_| data.len().saturating_add(bytes.len()))?;
+    }
+    data.extend_from_slice(bytes);
+    Ok(())
+}
 
 /// A list of byte strings stored back to back.
 #[derive(Debug, Default)]
@@ -13,17 +35,31 @@ pub(crate) struct Packed {
 }
 
 impl Packed {
-    pub(crate) fn with_capacity(items: usize) -> Packed {
-        Packed { data: Vec::with_capacity(items * 16), ends: Vec::with_capacity(items) }
+    /// An empty list with room for `items` short items, or `Err(bytes)` if that room
+    /// cannot be allocated.
+    pub(crate) fn with_capacity(items: usize) -> Result<Packed, usize> {
+        let mut p = Packed::default();
+        let data = items.saturating_mul(16);
+        p.data.try_reserve(data).map_err(|_| data)?;
+        p.ends.try_reserve(items).map_err(|_| items.saturating_mul(size_of::<usize>()))?;
+        Ok(p)
     }
 
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
-        self.data.extend_from_slice(bytes);
+    /// Appends `bytes`; `Err(needed)` (and the list unchanged) if it cannot grow.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<(), usize> {
+        self.ends.try_reserve(1).map_err(|_| self.ends.len().saturating_add(1))?;
+        try_extend(&mut self.data, bytes)?;
         self.ends.push(self.data.len());
+        Ok(())
     }
 
     pub(crate) fn len(&self) -> usize {
         self.ends.len()
+    }
+
+    /// Bytes of all items together.
+    pub(crate) fn bytes(&self) -> usize {
+        self.data.len()
     }
 
     /// Item `i`.
@@ -41,17 +77,31 @@ pub(crate) struct PackedValues {
 }
 
 impl PackedValues {
-    pub(crate) fn with_capacity(items: usize) -> PackedValues {
-        PackedValues { data: Vec::with_capacity(items * 16), items: Vec::with_capacity(items) }
+    /// An empty list with room for `items` short values, or `Err(bytes)` if that room
+    /// cannot be allocated.
+    pub(crate) fn with_capacity(items: usize) -> Result<PackedValues, usize> {
+        let mut p = PackedValues::default();
+        let data = items.saturating_mul(16);
+        p.data.try_reserve(data).map_err(|_| data)?;
+        p.items
+            .try_reserve(items)
+            .map_err(|_| items.saturating_mul(size_of::<Option<Range<usize>>>()))?;
+        Ok(p)
     }
 
-    pub(crate) fn push(&mut self, value: Option<&[u8]>) {
-        let item = value.map(|v| {
-            let start = self.data.len();
-            self.data.extend_from_slice(v);
-            start..self.data.len()
-        });
+    /// Appends `value`; `Err(needed)` (and the list unchanged) if it cannot grow.
+    pub(crate) fn push(&mut self, value: Option<&[u8]>) -> Result<(), usize> {
+        self.items.try_reserve(1).map_err(|_| self.items.len().saturating_add(1))?;
+        let item = match value {
+            None => None,
+            Some(v) => {
+                let start = self.data.len();
+                try_extend(&mut self.data, v)?;
+                Some(start..self.data.len())
+            }
+        };
         self.items.push(item);
+        Ok(())
     }
 
     pub(crate) fn len(&self) -> usize {
