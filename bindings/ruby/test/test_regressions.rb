@@ -265,4 +265,55 @@ class TestRegressions < Minitest::Test
                    out.split("\n"), mode
     end
   end
+
+  # The auto_releases counted by stats (the stretches of work that :auto ran with the GVL
+  # released) during the block, less the one of the stats call that reads them.
+  def auto_releases_of(db)
+    before = db.stats[:auto_releases]
+    yield
+    db.stats[:auto_releases] - before - 1
+  end
+
+  # Under gvl: :auto, calls were weighed by their items, not by the bytes they move, so
+  # long ones kept the GVL: stats (which visits every shard) was always held, delete was
+  # too, append was weighed by its suffix (the engine rewrites the whole value), get_many by
+  # its keys (not the values it copies), set_many by its values (not its keys). Each is
+  # weighed by its bytes now: released when they are many, held when they are few.
+  def test_auto_weighs_calls_by_the_bytes_they_move
+    Senju::DB.open(memory: true, gvl: :auto) do |db|
+      first = db.stats[:auto_releases]
+      assert_equal 1, db.stats[:auto_releases] - first, "stats is released"
+      big = "x" * (1 << 20)
+      db.set_many({ "b1" => big, "b2" => big, "b3" => big, "s" => "v" })
+      keys = Array.new(200) { |i| format("%0400d", i) } # 80 KB of keys
+      [
+        ["get_many", -> { db.get_many(%w[s s]) }, -> { db.get_many(%w[s b1 b2]) }],
+        ["append", -> { db.append("s", "w") }, -> { db.append("b1", "w") }],
+        ["delete", -> { db.delete("s") }, -> { db.delete("b2") }],
+        ["set_many", -> { db.set_many(keys.first(2).to_h { |k| [k, "v"] }) },
+         -> { db.set_many(keys.to_h { |k| [k, "v"] }) }],
+      ].each do |name, light, heavy|
+        assert_equal 0, auto_releases_of(db, &light), "#{name} of a few bytes is held"
+        assert_operator auto_releases_of(db, &heavy), :>=, 1, "#{name} of many bytes is released"
+      end
+      assert_equal ["#{big}w", nil, big], db.get_many(%w[b1 b2 b3])
+      assert_equal 200, keys.count { |k| db[k] == "v" }
+    end
+  end
+
+  # get_many copied up to 1000 values per step whatever their size (values may be up to
+  # 1 GiB each); a step now stops once it holds 4 MiB of values (one value may pass), as a
+  # scan's step does. Counted in steps (stats[:chunks]: the steps that asked for more).
+  def test_a_get_many_step_of_large_values_copies_a_few
+    %i[hold release].each do |mode|
+      Senju::DB.open(memory: true, gvl: mode) do |db|
+        keys = Array.new(20) { |i| "k#{i}" }
+        keys.each_with_index { |k, i| db[k] = i.chr * (1 << 20) }
+        before = db.stats[:chunks]
+        values = db.get_many(keys)
+        assert_equal 4, db.stats[:chunks] - before, "#{mode}: 5 steps of 4 values of 1 MiB"
+        assert_equal(keys.each_index.map { |i| i.chr * (1 << 20) }, values, mode)
+      end
+    end
+  end
 end

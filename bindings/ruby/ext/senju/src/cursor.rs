@@ -10,7 +10,7 @@ use magnus::{DataTypeFunctions, Error, RArray, RClass, Ruby, TypedData, method};
 
 use crate::db::{BIG_BATCH, DbObject, Handle, bin};
 use crate::error::closed_error;
-use crate::gvl::{self, CHUNK, Step, Weight};
+use crate::gvl::{self, CHUNK, CHUNK_BYTES, Step, Weight};
 
 /// `Senju::DB::Cursor`: one scan in progress, advanced a chunk at a time by `DB#each`.
 #[derive(TypedData)]
@@ -29,10 +29,6 @@ fn cursor(ruby: &Ruby, rb_self: &DbObject) -> Result<CursorObject, Error> {
     let h = rb_self.live(ruby)?;
     Ok(CursorObject { h: Arc::clone(&rb_self.h), cursor: Mutex::new(h.db.cursor()) })
 }
-
-/// Bytes of keys and values one `next_pairs` copies at most (plus one pair): a chunk of
-/// values of up to 1 GiB each must not be copied at once.
-const CHUNK_BYTES: usize = 4 << 20;
 
 /// `cursor.next_pairs(max)`: up to `max` pairs as a flat Array `[k1, v1, k2, v2, ...]`, fewer
 /// once they hold [`CHUNK_BYTES`]; empty at the end.

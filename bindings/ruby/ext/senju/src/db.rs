@@ -21,7 +21,7 @@ use magnus::{
 use senju::{Db, StorageError};
 
 use crate::error::{closed_error, internal_error, open_error, out_of_memory, storage_error};
-use crate::gvl::{self, CHUNK, Mode, Policy, Step, Weight};
+use crate::gvl::{self, CHUNK, CHUNK_BYTES, Mode, Policy, Step, Weight};
 use crate::packed::{Packed, PackedValues, try_copy};
 use crate::recovery::{Callback, Progress};
 
@@ -471,23 +471,58 @@ fn string_array(ruby: &Ruby, ary: RArray) -> Result<Packed, Error> {
     Ok(out)
 }
 
+/// The state of a `get_many` call.
+struct Gets {
+    keys: Packed,
+    out: PackedValues,
+    /// Whether the values found so far reach [`BIG_VALUE`] bytes: the rest of the call is
+    /// weighed `Batch`, however few the keys.
+    heavy: bool,
+}
+
+impl Gets {
+    fn weight(&self) -> Weight {
+        if self.keys.len() >= BIG_BATCH || self.heavy { Weight::Batch } else { Weight::Short }
+    }
+}
+
 /// `db.get_many(keys)`: an Array of values (String or nil), in the order of `keys` (Strings,
 /// or objects with `to_str` as for `[]`).
+///
+/// A step copies at most [`CHUNK`] values and stops once it holds [`CHUNK_BYTES`] (one value
+/// may pass), so a few huge values are not copied in one go between two interrupt checks.
+/// Under `:auto` the call is weighed by the bytes it copies too: a step that is held (fewer
+/// than [`BIG_BATCH`] keys) stops before the value that would bring it to [`BIG_VALUE`]
+/// bytes, and the rest runs as a `Batch`, released.
 fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Error> {
     let h = rb_self.live(ruby)?;
     let keys = string_array(ruby, keys)?;
-    let weight = if keys.len() >= BIG_BATCH { Weight::Batch } else { Weight::Short };
     let out = PackedValues::with_capacity(keys.len()).map_err(|n| out_of_memory(ruby, n))?;
-    let mut st = (keys, out);
-    gvl::run(ruby, &h.policy, weight, &mut st, |(keys, out)| {
+    let mut st = Gets { keys, out, heavy: false };
+    let weighs = h.policy.weighs();
+    gvl::run_weighed(ruby, &h.policy, Gets::weight, &mut st, |g| {
+        let light = weighs && g.weight() == Weight::Short;
+        let Gets { keys, out, heavy } = g;
         let end = (out.len() + CHUNK).min(keys.len());
-        // One engine batch per chunk, which overlaps the lookups' cache misses.
+        // One engine batch per chunk, which overlaps the lookups' cache misses. The lookups
+        // after a stop are repeated by the next step: a stop means values of kilobytes each,
+        // beside whose copies a lookup is small.
         let chunk: Vec<&[u8]> = (out.len()..end).map(|i| keys.get(i)).collect();
-        let mut short = None;
+        let (mut copied, mut stop, mut short) = (0usize, false, None);
         h.db.get_many_with(&chunk, |_, v| {
-            if short.is_none() {
-                short = out.push(v).err();
+            if stop {
+                return;
             }
+            let len = v.map_or(0, <[u8]>::len);
+            if light && copied.saturating_add(len) >= BIG_VALUE {
+                (*heavy, stop) = (true, true);
+                return;
+            }
+            match out.push(v) {
+                Ok(()) => copied += len,
+                Err(needed) => (short, stop) = (Some(needed), true),
+            }
+            stop |= copied >= CHUNK_BYTES;
         })?;
         if let Some(needed) = short {
             return Err(StorageError::OutOfMemory { needed });
@@ -496,7 +531,7 @@ fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Err
     })?;
     // `ary_from_iter` keeps the new strings in a buffer on this stack (seen by the GC) and
     // appends them 128 at a time.
-    Ok(ruby.ary_from_iter(st.1.iter().map(|v| v.map(|v| bin(ruby, v)))))
+    Ok(ruby.ary_from_iter(st.out.iter().map(|v| v.map(|v| bin(ruby, v)))))
 }
 
 /// The pairs of a Hash, copied by [`collect_pair`] (or by [`convert_pairs`]).
@@ -617,11 +652,10 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
     (0..keys.len())
         .try_for_each(|i| senju::check_pair(keys.get(i), values.get(i)))
         .map_err(storage(ruby))?;
-    let weight = if keys.len() >= BIG_BATCH || values.bytes() >= BIG_VALUE {
-        Weight::Batch
-    } else {
-        Weight::Short
-    };
+    // Weighed by the bytes it writes (keys and values) as well as by its pairs.
+    let total = keys.bytes().saturating_add(values.bytes());
+    let weight =
+        if keys.len() >= BIG_BATCH || total >= BIG_VALUE { Weight::Batch } else { Weight::Short };
     let mut st = (keys, values, 0usize);
     gvl::run(ruby, &h.policy, weight, &mut st, |(keys, values, done)| {
         let end = (*done + CHUNK).min(keys.len());
@@ -677,11 +711,19 @@ fn compare_and_set(
 }
 
 /// `db.append(key, suffix)`: appends to the value (an absent key counts as empty).
+///
+/// Weighed (under `:auto`) by the value it writes, the old value and the suffix: the engine
+/// rewrites the whole value.
 fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
     let (k, s) = (unsafe { key.as_slice() }, unsafe { suffix.as_slice() });
-    let mut weight = if s.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
+    let mut written = s.len();
+    if written < BIG_VALUE && h.policy.weighs() {
+        let old = h.db.get_with(k, <[u8]>::len).map_err(storage(ruby))?;
+        written = written.saturating_add(old.unwrap_or(0));
+    }
+    let mut weight = if written >= BIG_VALUE { Weight::Large } else { Weight::Short };
     match try_short(h, weight, || h.db.try_append(k, s)).map_err(storage(ruby))? {
         Tried::Done(()) => return Ok(()),
         Tried::Busy => weight = Weight::Batch,
@@ -718,13 +760,16 @@ fn clear(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
 }
 
 /// `db.stats`: a Hash of counters (Symbol keys): the store's, plus `chunks`, the chunks of
-/// batch and scan work this handle has run (interrupts are checked between two chunks), and
+/// batch and scan work this handle has run (interrupts are checked between two chunks),
 /// `busy_waits`, the short writes under `:auto` that found their shard held by another
-/// thread and waited for it as a batch does.
+/// thread and waited for it as a batch does, and `auto_releases`, the stretches of work
+/// under `:auto` that ran with the GVL released (this call's own included).
+///
+/// Weighed `Io`: the engine visits every shard, taking each one's lock.
 fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
     let h = rb_self.live(ruby)?;
     let mut st = None;
-    gvl::run(ruby, &h.policy, Weight::Short, &mut st, |out| {
+    gvl::run(ruby, &h.policy, Weight::Io, &mut st, |out| {
         *out = Some(h.db.stats()?);
         Ok(Step::Done)
     })?;
@@ -741,6 +786,7 @@ fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
         ("auto_rebuilds", s.auto_rebuilds),
         ("chunks", h.policy.chunks()),
         ("busy_waits", h.policy.busy_waits()),
+        ("auto_releases", h.policy.auto_releases()),
     ] {
         hash.aset(ruby.to_symbol(name), v)?;
     }

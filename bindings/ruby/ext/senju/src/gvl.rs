@@ -33,6 +33,10 @@ use crate::error::{internal_error, storage_error};
 /// Items per step of a batch or scan: the most work between two interrupt checks.
 pub(crate) const CHUNK: usize = 1000;
 
+/// Bytes of values (and keys) one step of a scan or `get_many` copies at most (plus one
+/// item): a chunk of values of up to 1 GiB each must not be copied at once.
+pub(crate) const CHUNK_BYTES: usize = 4 << 20;
+
 /// The longest a released region runs before it takes the GVL back to check interrupts
 /// (it ends at the first chunk boundary after this). The UBF stops a region sooner when
 /// Ruby calls it, but Ruby 3.1 does not call it for a signal to the main thread while other
@@ -149,6 +153,10 @@ pub(crate) struct Policy {
     /// Short writes under `Auto` that found their key's shard held by another thread and
     /// waited for it as `Batch` work (released unless convoying), for `stats[:busy_waits]`.
     busy_waits: AtomicU64,
+    /// Regions run with the GVL released under `Auto`, for `stats[:auto_releases]`: tests
+    /// count them to check what is weighed heavy enough to release. Short calls, which
+    /// `Auto` holds, never touch it.
+    auto_releases: AtomicU64,
     /// `now_ns()` until which `Batch` calls are held (0: release).
     hold_until: AtomicU64,
     /// Convoys seen back to back (the window's doubling count).
@@ -161,6 +169,7 @@ impl Policy {
             mode,
             chunks: AtomicU64::new(0),
             busy_waits: AtomicU64::new(0),
+            auto_releases: AtomicU64::new(0),
             hold_until: AtomicU64::new(0),
             strikes: AtomicU32::new(0),
         }
@@ -180,6 +189,17 @@ impl Policy {
         self.busy_waits.load(Ordering::Relaxed)
     }
 
+    /// Regions released under `Auto` so far (see `auto_releases`).
+    pub(crate) fn auto_releases(&self) -> u64 {
+        self.auto_releases.load(Ordering::Relaxed)
+    }
+
+    /// Whether calls are weighed at all: only `Auto` releases by weight, so only there is it
+    /// worth measuring what a call will move (an extra lookup, say) to choose its weight.
+    pub(crate) fn weighs(&self) -> bool {
+        self.mode == Mode::Auto
+    }
+
     /// Whether a short write should try its shard without waiting first: under `Auto`,
     /// whose short calls keep the GVL, a wait for a shard another thread holds (for
     /// milliseconds while its index grows or a rebuild copies it) is done released
@@ -195,6 +215,12 @@ impl Policy {
 
     fn count_chunk(&self) {
         self.chunks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_release(&self) {
+        if self.mode == Mode::Auto {
+            self.auto_releases.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Whether a call of this weight runs with the GVL released.
@@ -281,15 +307,33 @@ pub(crate) fn run<S, F>(
     policy: &Policy,
     weight: Weight,
     state: &mut S,
-    mut step: F,
+    step: F,
 ) -> Result<(), Error>
 where
     S: Send,
     F: FnMut(&mut S) -> senju::Result<Step> + Send,
 {
+    run_weighed(ruby, policy, |_| weight, state, step)
+}
+
+/// [`run`] for work whose weight shows only as it goes (the bytes of the values a batch
+/// finds): `weigh` is asked again before each held step and each released region.
+pub(crate) fn run_weighed<S, W, F>(
+    ruby: &Ruby,
+    policy: &Policy,
+    weigh: W,
+    state: &mut S,
+    mut step: F,
+) -> Result<(), Error>
+where
+    S: Send,
+    W: Fn(&S) -> Weight,
+    F: FnMut(&mut S) -> senju::Result<Step> + Send,
+{
     let cancel = AtomicBool::new(false);
     loop {
         // Decided per region: a convoy seen by the previous region holds the rest.
+        let weight = weigh(state);
         let mut place =
             if policy.releases(weight) { Place::take(policy.mode, weight) } else { None };
         if place.is_none() {
@@ -302,6 +346,7 @@ where
                 }
             }
         }
+        policy.count_release();
         let started = Instant::now();
         let ran = without_gvl(&cancel, || {
             let result = loop {
