@@ -69,8 +69,11 @@ module Senju
       private
 
       def open_args(path, gvl, memory, readonly, truncate, create, shards, max_size, capacity_hint)
-        path = path.to_path if path.respond_to?(:to_path)
-        unless path.nil? || path.is_a?(String)
+        # File.path: what File.open takes (a String, a Pathname, anything with to_path or
+        # to_str), and ArgumentError for a NUL byte, which no file name holds.
+        begin
+          path = File.path(path) unless path.nil?
+        rescue TypeError
           raise TypeError, "path must be a String or Pathname, not #{path.class}"
         end
         raise ArgumentError, "give a path, or memory: true" if path.nil? && !memory

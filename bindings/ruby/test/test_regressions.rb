@@ -316,4 +316,37 @@ class TestRegressions < Minitest::Test
       end
     end
   end
+
+  # DB#path replaced bytes that are not valid UTF-8 with U+FFFD, so it named another file;
+  # it is the bytes given now (binary where they are not valid in the filesystem encoding).
+  # Paths are taken as File.open takes them (File.path): objects with to_str too, and a NUL
+  # byte is ArgumentError.
+  def test_path_is_the_bytes_it_was_opened_with
+    raw = File.join(tmpdir.b, "x\xff.sj".b)
+    path = Senju::DB.open(raw) do |db|
+      db["k"] = "v"
+      db.path
+    end
+    assert_equal raw, path
+    assert_equal Encoding::ASCII_8BIT, path.encoding
+    Senju::DB.open(path, create: false) { |db| assert_equal "v", db["k"] }
+
+    utf = File.join(tmpdir, "\u00e9.sj")
+    fs = Encoding.find("filesystem")
+    encoding = utf.dup.force_encoding(fs).valid_encoding? ? fs : Encoding::ASCII_8BIT
+    Senju::DB.open(utf) do |db|
+      assert_equal utf.b, db.path.b
+      assert_equal encoding, db.path.encoding
+    end
+
+    require "pathname"
+    to_str = Object.new
+    to_str.define_singleton_method(:to_str) { utf }
+    [Pathname.new(utf), to_str].each do |p|
+      Senju::DB.open(p, create: false) { |db| assert_equal utf.b, db.path.b }
+    end
+    assert_raises(ArgumentError) { Senju::DB.open("#{utf}\0more") }
+    e = assert_raises(TypeError) { Senju::DB.open(42) }
+    assert_equal "path must be a String or Pathname, not Integer", e.message
+  end
 end

@@ -6,11 +6,12 @@
 //! top of these live in `lib/senju.rb`.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use magnus::encoding::Coderange;
 use magnus::prelude::*;
 use magnus::r_hash::ForEach;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
@@ -843,9 +844,16 @@ fn is_closed(rb_self: &DbObject) -> bool {
     rb_self.h.closed.load(Ordering::Relaxed)
 }
 
-/// `db.path`: the file's path, or nil for an in-memory database.
+/// `db.path`: the file's path, or nil for an in-memory database. Its bytes are the ones the
+/// database was opened with, in the filesystem encoding (`Encoding.find("filesystem")`), or
+/// binary (ASCII-8BIT) where they are not valid in it, so the String opens the same file.
 fn path(ruby: &Ruby, rb_self: &DbObject) -> Option<RString> {
-    rb_self.h.db.path().map(|p| ruby.str_new(&p.to_string_lossy()))
+    let raw = rb_self.h.db.path()?.as_os_str().as_bytes();
+    let s = ruby.enc_str_new(raw, ruby.filesystem_encoding());
+    if s.enc_coderange_scan() == Coderange::Broken {
+        return Some(bin(ruby, raw));
+    }
+    Some(s)
 }
 
 /// `db._gvl`: the mode's index (`lib/senju.rb` maps it back to a Symbol).
