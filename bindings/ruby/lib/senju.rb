@@ -108,12 +108,37 @@ module Senju
       value
     end
 
-    # Like Hash#update (and #merge!): sets every pair of +hash+ (set_many), returns self.
-    def update(hash)
-      set_many(hash)
+    # Like Hash#update (and #merge!): sets every pair of each hash (set_many), returns self.
+    # With a block, a key that is present is set to <tt>block.call(key, old, new)</tt>
+    # instead, a String; each such key is set with compare_and_set, and the block is called
+    # again (with the newer old value) if another thread changed the key meanwhile.
+    def update(*hashes)
+      hashes.each do |hash|
+        next set_many(hash) unless block_given?
+
+        hash.to_hash.each_pair do |key, given|
+          loop do
+            old = self[key]
+            value = old.nil? ? given : yield(key, old, given)
+            if value.nil?
+              raise TypeError, "the block of update must return a String, not nil"
+            end
+            break if compare_and_set(key, old, value)
+          end
+        end
+      end
       self
     end
     alias merge! update
+
+    alias _clear clear
+    private :_clear
+
+    # Like Hash#clear: removes every record, returns self.
+    def clear
+      _clear
+      self
+    end
 
     # Like Hash#values_at: the values of +keys+, nil for each missing one (get_many).
     def values_at(*keys)

@@ -181,7 +181,8 @@ class TestRegressions < Minitest::Test
     end
   end
 
-  # The engine's messages named Rust options (`Builder::max_size`, `Builder::create(true)`).
+  # The engine's messages named Rust options (`Builder::max_size`, `Builder::create(true)`),
+  # and ReadOnlyError's named `read_only` where the keyword is readonly:.
   def test_messages_name_the_ruby_keywords
     Senju::DB.open(memory: true, max_size: 1 << 20) do |db|
       e = assert_raises(Senju::FullError) { 1000.times { |i| db["k#{i}"] = "x" * 10_000 } }
@@ -190,6 +191,12 @@ class TestRegressions < Minitest::Test
     end
     e = assert_raises(Senju::NotFoundError) { Senju::DB.open(db_path("none.sj"), create: false) }
     refute_match(/Builder::/, e.message)
+    Senju::DB.open(db_path("ro.sj")) { |db| db["k"] = "v" }
+    Senju::DB.open(db_path("ro.sj"), readonly: true) do |db|
+      e = assert_raises(Senju::ReadOnlyError) { db["k"] = "w" }
+      refute_match(/read_only/, e.message)
+      assert_match(/readonly: true/, e.message)
+    end
   end
 
   # The value: larger than the room left under the address-space limit, and than the 64 MiB
@@ -348,5 +355,45 @@ class TestRegressions < Minitest::Test
     assert_raises(ArgumentError) { Senju::DB.open("#{utf}\0more") }
     e = assert_raises(TypeError) { Senju::DB.open(42) }
     assert_equal "path must be a String or Pathname, not Integer", e.message
+  end
+
+  # size was the one method that did not check for a fork: in a child it read the parent's
+  # counters (a stale copy) where every other call raises ForkedError.
+  def test_size_in_a_forked_child_raises_forked_error
+    skip "needs fork" unless Process.respond_to?(:fork)
+    Senju::DB.open(memory: true) do |db|
+      db["k"] = "v"
+      out, status = in_child do
+        db.size.to_s
+      rescue Senju::ForkedError => e
+        e.class.name
+      end
+      assert_predicate status, :success?
+      assert_equal "Senju::ForkedError", out
+      assert_equal 1, db.size
+    end
+  end
+
+  # clear returned nil where Hash#clear returns self, and update/merge! ignored a block
+  # where Hash#update calls it for each key present: value = block.call(key, old, new).
+  def test_clear_returns_self_and_update_takes_a_block
+    Senju::DB.open(memory: true) do |db|
+      db["a"] = "1"
+      assert_same db, db.clear
+      assert_equal 0, db.size
+      db["a"] = "1"
+      seen = []
+      got = db.update({ "a" => "2", "b" => "3" }) do |k, old, new|
+        seen << [k, old, new]
+        "#{old}+#{new}"
+      end
+      assert_same db, got
+      assert_equal [["a", "1", "2"]], seen
+      assert_equal({ "a" => "1+2", "b" => "3" }, db.to_h)
+      db.merge!({ "a" => "x" }, { "c" => "4" }) { |_k, old, _new| old }
+      assert_equal({ "a" => "1+2", "b" => "3", "c" => "4" }, db.to_h)
+      assert_raises(TypeError) { db.update({ "a" => "y" }) { nil } }
+      assert_equal "1+2", db["a"]
+    end
   end
 end

@@ -414,7 +414,11 @@ fn contains(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<bool, Error
 
 /// `db.size`: the number of records.
 fn size(ruby: &Ruby, rb_self: &DbObject) -> Result<u64, Error> {
-    Ok(rb_self.live(ruby)?.db.len())
+    let h = rb_self.live(ruby)?;
+    // `len` sums the shards' counters without the engine's fork check; in a child of `fork`
+    // they are a stale copy, so this fails there as every other call does.
+    h.db.check_fork().map_err(storage(ruby))?;
+    Ok(h.db.len())
 }
 
 /// `v` as a String: itself, or what its `to_str` returns (the conversion the single-key

@@ -64,11 +64,12 @@ classes! {
     FORKED = "ForkedError";
 }
 
-/// The engine's message with its Rust option names (`Builder::max_size`) as this binding's
-/// keywords.
+/// The engine's message with its Rust option names (`Builder::max_size`, `read_only`) as
+/// this binding's keywords.
 fn in_ruby(msg: String) -> String {
     msg.replace("`Builder::max_size`", "max_size:")
         .replace("`Builder::create(true)`", "create: true")
+        .replace("`read_only`", "readonly: true")
 }
 
 /// The exception for a failed operation on an open database.
