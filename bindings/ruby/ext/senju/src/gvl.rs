@@ -1,8 +1,10 @@
 //! Running store work with or without Ruby's GVL, per the handle's `gvl:` mode.
 //!
 //! Work is a *step* function over an owned state, called until it reports [`Step::Done`].
-//! Single operations are one step; batches and scans do one chunk (at most [`CHUNK`] items)
-//! per step. Released, the steps run inside one `rb_nogvl` call that checks a cancel flag
+//! Single operations are one step; batches and scans do one chunk (at most [`CHUNK`] items,
+//! and for copies of values at most [`CHUNK_BYTES`] plus one item) per step. The weight
+//! that decides whether `:auto` releases is asked for again before each held step and each
+//! released region ([`run_weighed`]), for work whose size shows only as it runs. Released, the steps run inside one `rb_nogvl` call that checks a cancel flag
 //! between steps; the unblocking function (UBF) sets that flag when Ruby wants the thread
 //! back (`Thread#kill`, `Thread#raise`, a signal), so such a call stops within one chunk.
 //! Held, the steps run on the Ruby thread and pending interrupts are checked between steps.
