@@ -29,7 +29,10 @@
 //! made later at that address does not wait for them. Moving a lock after one of its biased
 //! read guards was forgotten (the only way to move a read-locked lock) leaves that hold
 //! behind: the moved lock does not count it, as if the guard had been released. Only
-//! `unsafe` code can release it later (`force_unlock_read`), and must not then.
+//! `unsafe` code can release it later (`force_unlock_read`), and must not then. And the slot
+//! still names the old address, which no destructor clears: a lock made there later (or at
+//! the address of a lock forgotten without its destructor) counts it as a reader for good,
+//! and its writers wait forever (documented on `RawSpinRwLock`).
 
 use core::cell::Cell;
 use core::ptr;

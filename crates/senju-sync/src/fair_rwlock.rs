@@ -37,7 +37,7 @@ use core::marker::PhantomData;
 use crate::mutex::RawMutex;
 use crate::primitive::park::{park, unpark_filter};
 use crate::primitive::{AtomicU32, FilterOp, Ordering, ParkToken, UnparkToken};
-use crate::relax::{Adaptive, Relax, or_abort};
+use crate::relax::{Adaptive, Relax, Waiter};
 
 /// `rin`: the phase id; toggled by every writer when its write phase starts, so two
 /// consecutive write phases never look alike to a reader that slept through one.
@@ -174,9 +174,9 @@ impl<R: Relax> RawFairRwLock<R> {
     /// no writer is present. Returns whether we entered; if not, the caller registers.
     #[cold]
     fn barge_shared(&self) -> bool {
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         for _ in 0..crate::relax::BARGE_TURNS {
-            if !or_abort(|| relax.barge()) {
+            if !relax.barge() {
                 break;
             }
             if self.try_lock_shared() {
@@ -425,8 +425,9 @@ impl<R: Relax> RawFairRwLock<R> {
         }
     }
 
-    /// Takes an upgradable read lock if no writer or upgradable reader holds or awaits the
-    /// turn; never waits.
+    /// Takes an upgradable read lock if the writers' turn is free at this moment (as
+    /// `try_lock_exclusive`, it may pass writers and upgradable readers registered for the
+    /// turn); never waits.
     #[inline]
     pub fn try_lock_upgradable(&self) -> bool {
         if !self.try_take_turn() {
@@ -557,7 +558,11 @@ impl<R: Relax> RawFairRwLock<R> {
     /// How many readers hold the lock or are queued behind a writer (a momentary snapshot,
     /// for tests and diagnostics; an upgradable reader counts as a reader).
     pub fn registered_readers(&self) -> u32 {
-        let out = self.rout.load(Ordering::Relaxed);
+        // `rout` first, and Acquire: every departure counted there had its arrival counted
+        // in `rin` before, and the later load of `rin` sees those arrivals (on a weakly
+        // ordered CPU, two Relaxed loads could read `rin` first and count departures
+        // without their arrivals, a wrapped count).
+        let out = self.rout.load(Ordering::Acquire);
         let inn = self.rin.load(Ordering::Relaxed);
         (inn & COUNT).wrapping_sub(out & COUNT) / RINC
     }
@@ -575,12 +580,12 @@ impl<R: Relax> RawFairRwLock<R> {
         token: ParkToken,
         done: impl Fn(u32) -> bool,
     ) {
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         loop {
             if done(word.load(Ordering::Acquire)) {
                 return;
             }
-            if or_abort(|| relax.relax()) {
+            if relax.relax() {
                 continue;
             }
             let validate = || {
@@ -600,7 +605,7 @@ impl<R: Relax> RawFairRwLock<R> {
                 false
             };
             park(key(word), validate, token);
-            relax = or_abort(R::default);
+            relax.restart();
         }
     }
 

@@ -36,7 +36,7 @@ use core::marker::PhantomData;
 
 use crate::primitive::park::{park, unpark_one};
 use crate::primitive::{AtomicU64, Ordering, ParkResult, ParkToken, UnparkResult, UnparkToken};
-use crate::relax::{Adaptive, Relax, or_abort};
+use crate::relax::{Adaptive, Relax, Waiter};
 
 /// A thread owns the lock (also while a hand-off to a waiter is pending).
 const LOCKED: u64 = 1;
@@ -284,12 +284,12 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
         // First the barging phase (see the module documentation): while the policy's
         // `barge` keeps us awake (by default ~2 µs of spinning, then one yield), take the lock
         // whenever it is free. Only then register, and from then on the bound holds.
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         for _ in 0..crate::relax::BARGE_TURNS {
             if self.try_barge() {
                 return;
             }
-            if !or_abort(|| relax.barge()) {
+            if !relax.barge() {
                 break;
             }
         }
@@ -320,7 +320,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
 
     /// The registered waiter's loop: take the lock when free or handed to us, relax, park.
     fn wait(&self, mut barred: Option<u64>) {
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         // The count and epoch bits when we last chose to stay awake (none yet).
         let mut last_progress = u64::MAX;
         // Whether the policy waited awake this round (a policy that never does, `Park`, is
@@ -347,7 +347,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
                 }
                 continue;
             }
-            if or_abort(|| relax.relax_queued()) {
+            if relax.relax_queued() {
                 relaxed = true;
                 continue;
             }
@@ -358,7 +358,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
             let progress = s & (BYPASS | EPOCH);
             if relaxed && waiters(s) - parked(s) == 1 && progress != last_progress {
                 last_progress = progress;
-                relax = or_abort(R::default);
+                relax.restart();
                 relaxed = false;
                 continue;
             }
@@ -396,7 +396,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
                 ParkResult::Unparked(_) => barred = None,
                 ParkResult::Invalid | ParkResult::TimedOut => {}
             }
-            relax = or_abort(R::default);
+            relax.restart();
             relaxed = false;
         }
     }

@@ -40,14 +40,68 @@ pub(crate) fn or_abort<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// A waiter's policy value, every call into which (its methods, its `Default`, and its drop,
+/// at the end of a wait or when a fresh value replaces it) goes through [`or_abort`]: a
+/// policy whose `Drop` panics must not unwind out of a wait either.
+pub(crate) struct Waiter<R: Relax>(Option<R>);
+
+impl<R: Relax> Waiter<R> {
+    /// A fresh policy value.
+    #[inline]
+    pub(crate) fn new() -> Waiter<R> {
+        Waiter(Some(or_abort(R::default)))
+    }
+
+    #[inline]
+    fn policy(&mut self) -> &mut R {
+        self.0.as_mut().expect("a waiter's policy is only taken by its drop")
+    }
+
+    /// [`Relax::relax`].
+    #[inline]
+    pub(crate) fn relax(&mut self) -> bool {
+        let r = self.policy();
+        or_abort(|| r.relax())
+    }
+
+    /// [`Relax::barge`].
+    #[inline]
+    pub(crate) fn barge(&mut self) -> bool {
+        let r = self.policy();
+        or_abort(|| r.barge())
+    }
+
+    /// [`Relax::relax_queued`].
+    #[inline]
+    pub(crate) fn relax_queued(&mut self) -> bool {
+        let r = self.policy();
+        or_abort(|| r.relax_queued())
+    }
+
+    /// Starts over with a fresh policy value (after a park).
+    #[inline]
+    pub(crate) fn restart(&mut self) {
+        let old = self.0.replace(or_abort(R::default));
+        or_abort(|| drop(old));
+    }
+}
+
+impl<R: Relax> Drop for Waiter<R> {
+    #[inline]
+    fn drop(&mut self) {
+        let r = self.0.take();
+        or_abort(|| drop(r));
+    }
+}
+
 /// A waiting strategy, chosen per lock type (`RawSpinRwLock<Spin>`, ...).
 ///
 /// A fresh value (`Default`) is made for each wait; [`relax`](Relax::relax) is called once per
 /// failed attempt to take the lock.
 ///
-/// The methods and `default` must not panic: the waiting thread may already be registered in
-/// the lock's state (a waiting writer, a queued thread), which unwinding could not undo, so a
-/// panic in them aborts the process.
+/// The methods, `default` and the value's `Drop` must not panic: the waiting thread may
+/// already be registered in the lock's state (a waiting writer, a queued thread), which
+/// unwinding could not undo, so a panic in them aborts the process.
 pub trait Relax: Default {
     /// Waits a little and returns `true` to try the lock again, or returns `false` to ask the
     /// lock to park the thread until the state it waits for changes.

@@ -29,7 +29,7 @@ use core::marker::PhantomData;
 use crate::bias;
 use crate::primitive::park::{park, unpark_filter};
 use crate::primitive::{AtomicU32, FilterOp, Ordering, ParkToken, UnparkToken, nap};
-use crate::relax::{Adaptive, Relax, or_abort};
+use crate::relax::{Adaptive, Relax, Waiter};
 
 /// One reader in the reader count (bits 0..=20).
 const READER: u32 = 1;
@@ -84,6 +84,15 @@ pub const MAX_READERS: u32 = READER_GUARD - 1;
 /// and that writer then waits, still registered, until no record names the lock: a lock
 /// without `BIAS` and without `WRITER` has no reader in a record. `try_lock_exclusive` that
 /// finds such a reader gives `WRITER` back as `BIAS` in one step.
+///
+/// # Forgotten read guards
+///
+/// A read guard taken through the bias and then forgotten (`mem::forget`) leaves its
+/// thread's slot naming the lock's address. Dropping the lock clears such slots. But if the
+/// lock is then moved, or is itself forgotten or leaked without its destructor, the slot
+/// stays, and a lock made later at that address (a new value in the same place, in a reused
+/// allocation) counts it as a reader for good: that lock's writers wait forever. So do not
+/// forget a read guard of a lock that will be moved or forgotten.
 pub struct RawSpinRwLock<R: Relax = Adaptive> {
     state: AtomicU32,
     relax: PhantomData<fn() -> R>,
@@ -256,16 +265,16 @@ impl<R: Relax> RawSpinRwLock<R> {
             seen & READER_GUARD == 0,
             "SpinRwLock: more than {MAX_READERS} readers hold the lock at once"
         );
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         loop {
             if self.try_lock_shared() {
                 return;
             }
-            if or_abort(|| relax.relax()) {
+            if relax.relax() {
                 continue;
             }
             self.park_while(|s| s & (WRITER | WAITING_WRITERS) != 0);
-            relax = or_abort(R::default);
+            relax.restart();
         }
     }
 
@@ -336,7 +345,7 @@ impl<R: Relax> RawSpinRwLock<R> {
             }
         }
         let leave = if registered { WAITING_WRITER } else { 0 };
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & (WRITER | READERS) == 0 {
@@ -362,11 +371,11 @@ impl<R: Relax> RawSpinRwLock<R> {
                 }
                 continue;
             }
-            if or_abort(|| relax.relax()) {
+            if relax.relax() {
                 continue;
             }
             self.park_while(|s| s & (WRITER | READERS) != 0);
-            relax = or_abort(R::default);
+            relax.restart();
         }
     }
 
@@ -375,10 +384,10 @@ impl<R: Relax> RawSpinRwLock<R> {
     /// says, then sleeps in growing naps (1 µs to 1 ms) between looks.
     #[cold]
     fn drain_biased(&self) {
-        let mut relax = or_abort(R::default);
+        let mut relax = Waiter::<R>::new();
         let mut nap_us = 1;
         bias::revoke(self.key(), || {
-            if !or_abort(|| relax.relax()) {
+            if !relax.relax() {
                 nap(nap_us);
                 nap_us = (nap_us * 2).min(1000);
             }

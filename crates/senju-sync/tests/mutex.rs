@@ -308,6 +308,59 @@ fn a_panicking_relax_aborts_instead_of_wedging_the_lock() {
     assert_eq!(status.signal(), Some(libc_sigabrt()), "the child ended with {status:?}");
 }
 
+/// The same for a policy whose `Drop` panics: the value was dropped outside the abort guard
+/// (when a wait ended, or when a fresh value replaced it after a park), so the panic
+/// unwound out of the wait.
+#[test]
+#[cfg_attr(miri, ignore = "runs this test binary again as a child process, which Miri cannot")]
+fn a_relax_whose_drop_panics_aborts_too() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::Arc;
+
+    const CHILD: &str = "SENJU_SYNC_PANICKING_RELAX_DROP_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        #[derive(Default)]
+        struct PanicsOnDrop;
+        impl Relax for PanicsOnDrop {
+            fn relax(&mut self) -> bool {
+                false
+            }
+        }
+        // Once only: a second panic during the unwinding would abort by itself.
+        static PANICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        impl Drop for PanicsOnDrop {
+            fn drop(&mut self) {
+                if !PANICKED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    panic!("a policy whose drop panics");
+                }
+            }
+        }
+        let lock = Arc::new(lock_api::Mutex::<RawMutex<8, PanicsOnDrop>, ()>::new(()));
+        let held = lock.lock();
+        let waiter = Arc::clone(&lock);
+        let t = std::thread::spawn(move || {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(waiter.lock())));
+        });
+        // Once the thread has queued, the unlock wakes it: it drops its policy values.
+        // SAFETY: the raw lock is only inspected.
+        while unsafe { lock.raw() }.registered_waiters() == 0 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        let _ = t.join();
+        // Reached only if the panic unwound.
+        std::process::exit(0);
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_relax_whose_drop_panics_aborts_too", "--nocapture"])
+        .env(CHILD, "1")
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc_sigabrt()), "the child ended with {status:?}");
+}
+
 /// `SIGABRT` on Linux (the test crate does not depend on `libc`).
 fn libc_sigabrt() -> i32 {
     6
