@@ -310,8 +310,10 @@ impl Builder {
         let mut b = [0u8; HEADER_LEN];
         let n = file.read_at(&mut b, 0).map_err(io_err)?;
         let header = decode_header(&b[..n], &path)?;
+        // Bytes past the data's end (a clean file lengthened afterwards) are ignored, as a
+        // writable open and `check` ignore them.
         let clean = header.flags & FLAG_CLEAN != 0
-            && header.data_end == len
+            && header.data_end <= len
             && header.data_end >= header.data_start
             && header.data_end.is_multiple_of(PAGE);
         if !clean {

@@ -101,3 +101,22 @@ fn read_only_open_errors() {
     let e = Db::builder().read_only(true).open(dir.file("text")).unwrap_err();
     assert!(matches!(e, OpenError::NotADatabase { .. }), "{e}");
 }
+
+/// A file closed cleanly and then lengthened by zeros (a copy tool's padding, `truncate -s`)
+/// passed `check` and opened for writing, but a read-only open refused it as needing
+/// recovery. Every opener now reads it alike: the zeros past the data's end are ignored.
+#[test]
+fn a_clean_file_with_zeros_after_its_data_opens_read_only() {
+    let dir = TempDir::new("ro-tail");
+    let path = dir.file("tail.sj");
+    filled(&path, 10);
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len + 8192).unwrap();
+    let report = senju::check(&path).unwrap();
+    assert!(report.is_ok() && report.closed_cleanly, "{:?}", report.damage);
+    let db = Db::builder().read_only(true).open(&path).unwrap();
+    // `filled` removes one of its 10 keys.
+    assert_eq!(db.len(), 9);
+    assert_eq!(db.iter().count(), 9);
+    assert_eq!(db.get(b"k9").unwrap(), Some(b"v9".to_vec()));
+}
