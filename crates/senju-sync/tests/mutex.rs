@@ -275,7 +275,6 @@ fn unlock_fair_hands_off_to_the_waiter() {
 #[test]
 #[cfg_attr(miri, ignore = "runs this test binary again as a child process, which Miri cannot")]
 fn a_panicking_relax_aborts_instead_of_wedging_the_lock() {
-    use std::os::unix::process::ExitStatusExt;
     use std::sync::Arc;
 
     const CHILD: &str = "SENJU_SYNC_PANICKING_RELAX_CHILD";
@@ -298,14 +297,7 @@ fn a_panicking_relax_aborts_instead_of_wedging_the_lock() {
         // Reached only if the panic unwound: the lock is then wedged.
         std::process::exit(0);
     }
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_panicking_relax_aborts_instead_of_wedging_the_lock", "--nocapture"])
-        .env(CHILD, "1")
-        .stderr(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(status.signal(), Some(libc_sigabrt()), "the child ended with {status:?}");
+    assert_child_aborts("a_panicking_relax_aborts_instead_of_wedging_the_lock", CHILD);
 }
 
 /// The same for a policy whose `Drop` panics: the value was dropped outside the abort guard
@@ -314,7 +306,6 @@ fn a_panicking_relax_aborts_instead_of_wedging_the_lock() {
 #[test]
 #[cfg_attr(miri, ignore = "runs this test binary again as a child process, which Miri cannot")]
 fn a_relax_whose_drop_panics_aborts_too() {
-    use std::os::unix::process::ExitStatusExt;
     use std::sync::Arc;
 
     const CHILD: &str = "SENJU_SYNC_PANICKING_RELAX_DROP_CHILD";
@@ -351,17 +342,20 @@ fn a_relax_whose_drop_panics_aborts_too() {
         // Reached only if the panic unwound.
         std::process::exit(0);
     }
+    assert_child_aborts("a_relax_whose_drop_panics_aborts_too", CHILD);
+}
+
+/// Runs the test `name` of this binary again in a child process with `child_var` set, and
+/// asserts that the child died of `SIGABRT` (6 on Linux; the test crate does not depend on
+/// `libc`).
+fn assert_child_aborts(name: &str, child_var: &str) {
+    use std::os::unix::process::ExitStatusExt;
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_relax_whose_drop_panics_aborts_too", "--nocapture"])
-        .env(CHILD, "1")
+        .args(["--exact", name, "--nocapture"])
+        .env(child_var, "1")
         .stderr(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
-    assert_eq!(status.signal(), Some(libc_sigabrt()), "the child ended with {status:?}");
-}
-
-/// `SIGABRT` on Linux (the test crate does not depend on `libc`).
-fn libc_sigabrt() -> i32 {
-    6
+    assert_eq!(status.signal(), Some(6), "the child ended with {status:?}");
 }
