@@ -3,13 +3,13 @@
 //!
 //! Ruby loads this as `senju/senju.so` from `lib/senju.rb`, which defines the exception
 //! classes first and the Ruby-level conveniences (`DB.open` with keywords and a block,
-//! `each`/`Enumerable`, `fetch`, ...) after. How the GVL is handled is in [`gvl`]; the
-//! methods are in [`db`].
+//! `each`/`Enumerable`, `fetch`, ...) after. How the GVL is handled is in `gvl.rs`; the
+//! methods are in `db.rs`.
 //!
 //! Invariants:
 //! - no Ruby object is touched while the GVL is released; inputs are copied before, results
 //!   built after (the one call back into Ruby during a released call, `recovery_progress`,
-//!   takes the GVL first: [`recovery`]);
+//!   takes the GVL first: `recovery.rs`);
 //! - Ruby never longjmps across Rust frames: interrupts are handled under `rb_protect` and
 //!   panics are caught on the released side;
 //! - every method is Ractor-safe (`rb_ext_ractor_safe(true)`), a frozen `DB` is shareable,
