@@ -24,6 +24,9 @@ use crate::errors;
 use crate::gil::{Gil, LARGE};
 use crate::scan::{Kind, Scan};
 
+/// How often a rebuild that released the GIL takes it back to look for signals.
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The store and the handle's settings, shared by the handle and its scans.
 pub(crate) struct Inner {
     pub(crate) db: Db,
@@ -725,11 +728,33 @@ impl PyDb {
             .map_err(|e| errors::storage(py, e))
     }
 
-    /// Compacts the database online (see the Rust `Db::rebuild`).
+    /// Compacts the database online (see the Rust `Db::rebuild`). A signal (Ctrl-C) stops it
+    /// before its next shard: the shards copied so far are committed, no record is lost, and
+    /// the signal's handler runs (`KeyboardInterrupt` by default).
     fn rebuild(&self, py: Python<'_>) -> PyResult<()> {
         let db = &self.inner.db;
-        Gil::run(py, self.inner.gil.releases_long(), || db.rebuild())
-            .map_err(|e| errors::storage(py, e))
+        let release = self.inner.gil.releases_long();
+        let stop = AtomicBool::new(false);
+        let mut raised: Option<PyErr> = None;
+        let mut checked: Option<std::time::Instant> = None;
+        // After each shard: pending signals are handled (with the GIL, taken back at most
+        // every 50 ms while it is released, so other threads lose little of it), and one that
+        // raises stops the rebuild.
+        let mut progress = |_, _| {
+            if release && checked.is_some_and(|t| t.elapsed() < SIGNAL_CHECK) {
+                return;
+            }
+            checked = Some(std::time::Instant::now());
+            if let Err(e) = Python::attach(|py| py.check_signals()) {
+                raised = Some(e);
+                stop.store(true, Ordering::Relaxed);
+            }
+        };
+        let done = Gil::run(py, release, || db.rebuild_until(&stop, &mut progress));
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        done.map(drop).map_err(|e| errors::storage(py, e))
     }
 
     /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes, free_bytes,

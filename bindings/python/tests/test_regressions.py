@@ -558,3 +558,48 @@ def test_a_value_larger_than_the_memory_left_raises_memory_error(
         gil,
     )
     assert out.split() == ["getitem", "get", "get_many", "values", "items"], out
+
+
+def test_a_signal_stops_a_rebuild_between_shards(gil: str) -> None:
+    """A signal (Ctrl-C) during `rebuild` was handled only once the whole rebuild was done.
+    It now stops the rebuild before its next shard: the shards copied by then are committed
+    (their dead bytes are gone), the others keep theirs, and the handler's exception comes
+    out of `rebuild`. A SIGALRM 20 ms into the call stands for Ctrl-C (a rebuild that
+    released the GIL looks for signals at most every 50 ms, so the rebuild here takes longer:
+    800,000 records); a round whose signal came before the call or after its end is tried
+    again."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    def handler(signum: int, frame: object) -> None:
+        raise Alarm
+
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        with senju.open(memory=True, gil=gil, shards=256) as db:  # type: ignore[arg-type]
+            n, partway = 800_000, False
+            for _ in range(5):
+                for round_ in range(2):
+                    db.set_many((b"key%d" % i, b"value %d %d" % (round_, i)) for i in range(n))
+                dead = db.stats()["dead_bytes"]
+                signal.setitimer(signal.ITIMER_REAL, 0.02)
+                try:
+                    db.rebuild()
+                    time.sleep(1)  # the alarm, if it came after the rebuild
+                except Alarm:
+                    pass
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                left = db.stats()["dead_bytes"]
+                if 0 < left < dead:
+                    partway = True
+                    break
+            assert partway, "no signal stopped a rebuild partway"
+            assert len(db) == n
+            assert db[b"key123"] == b"value 1 123"
+            db.rebuild()
+            assert db.stats()["dead_bytes"] == 0
+    finally:
+        signal.signal(signal.SIGALRM, old)

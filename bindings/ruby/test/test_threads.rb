@@ -130,6 +130,38 @@ class TestThreads < Minitest::Test
     end
   end
 
+  # Thread#raise during a rebuild (gvl: :auto and :release, which release the GVL for it):
+  # the rebuild stops before its next shard, commits the shards copied so far, and the
+  # raise takes effect. A rebuild stopped that way counts one chunk (stats[:chunks]); one
+  # that ran to its end, as every rebuild did before, counts none. A raise can also land
+  # between two rebuilds (a few microseconds of each pass), so a round whose stop was not
+  # counted is tried again.
+  def test_raise_stops_a_rebuild_between_shards
+    records = Array.new(200_000) { |i| ["key#{i}", "value #{i}"] }.to_h
+    %i[auto release].each do |gvl|
+      Senju::DB.open(memory: true, gvl: gvl, shards: 256) do |db|
+        db.set_many(records)
+        stopped = 5.times.any? do
+          start = db.stats[:chunks]
+          worker = Thread.new do
+            Thread.current.report_on_exception = false
+            PASSES.times { db.rebuild }
+            :finished
+          end
+          sleep 0.02 # lets the worker into a rebuild; not an assertion
+          worker.raise(Interrupt, "stop")
+          assert_raises(Interrupt) { worker.value }
+          db.stats[:chunks] - start == 1
+        end
+        assert stopped, "#{gvl}: no raise stopped a rebuild partway"
+        assert_equal records.size, db.size
+        assert_equal "value 123", db["key123"]
+        db.rebuild
+        assert_equal "value 199999", db["key199999"]
+      end
+    end
+  end
+
   # Thread#kill during a long native scan (db.keys) and a long get_many: each stops within a
   # few chunks, counted by the handle's chunk counter (stats[:chunks]).
   def test_kill_stops_a_long_scan_and_a_long_batch_within_a_few_chunks

@@ -254,7 +254,8 @@ impl Db {
             std::thread::Builder::new().name("senju-rebuild".into()).spawn(move || {
                 core.ctx.auto.run(
                     |stop| {
-                        core.rebuild(|w| w.joins_rebuild_pass(), |_, _| {}, Some(stop))
+                        let stopped = || stop.load(Ordering::Acquire);
+                        core.rebuild(|w| w.joins_rebuild_pass(), |_, _| {}, &stopped)
                             .map(|p| p.shards)
                             .map_err(|e| format!("automatic rebuild failed: {e}"))
                     },
@@ -730,6 +731,26 @@ impl Db {
     /// and the panic goes on: no record is lost, and the old chunks of the shards copied so
     /// far are dead space for the next rebuild to free.
     pub fn rebuild_with_progress(&self, progress: impl FnMut(u64, u64)) -> Result<()> {
+        self.rebuild_until(&AtomicBool::new(false), progress).map(drop)
+    }
+
+    /// [`rebuild_with_progress`](Db::rebuild_with_progress) that stops early once `stop` is
+    /// set (by another thread, or a signal handler): it looks before each shard and while
+    /// it waits for readers, commits the shards copied by then, and returns `Ok(false)` if
+    /// some shards were not copied (their dead space waits for a later rebuild), `Ok(true)`
+    /// once every shard was. No record is lost either way. For callers that must answer an
+    /// interrupt within one shard's copy, such as the Python and Ruby bindings.
+    ///
+    /// ```
+    /// use std::sync::atomic::AtomicBool;
+    /// let db = senju::Db::builder().memory()?;
+    /// db.set(b"k", b"v")?;
+    /// assert!(db.rebuild_until(&AtomicBool::new(false), |_, _| {})?);
+    /// assert!(!db.rebuild_until(&AtomicBool::new(true), |_, _| {})?, "stopped at once");
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), senju::Error>(())
+    /// ```
+    pub fn rebuild_until(&self, stop: &AtomicBool, progress: impl FnMut(u64, u64)) -> Result<bool> {
         self.writable()?;
         if self.core.ctx.epochs.pinned_here() {
             return Err(StorageError::Reentrant { call: "rebuild" });
@@ -740,13 +761,15 @@ impl Db {
             copied = done;
             progress(done, total);
         };
-        self.core.rebuild(|_| true, report, Some(closing))?;
-        // Stopped by `close` before every shard was copied (a stop while waiting for readers
-        // comes after the commit: the rebuild is done, and the next open frees the old space).
-        if copied < self.core.shards.len() as u64 && closing.load(Ordering::Acquire) {
+        let stopped = || closing.load(Ordering::Acquire) || stop.load(Ordering::Acquire);
+        self.core.rebuild(|_| true, report, &stopped)?;
+        // Stopped before every shard was copied (a stop while waiting for readers comes
+        // after the commit: the rebuild is done, and the next open frees the old space).
+        let whole = copied == self.core.shards.len() as u64;
+        if !whole && closing.load(Ordering::Acquire) {
             return Err(StorageError::Closed);
         }
-        Ok(())
+        Ok(whole)
     }
 
     /// The most bytes the file can grow to while this handle has it open: the address space
@@ -1004,9 +1027,8 @@ impl Core {
         &self,
         pick: impl Fn(&ShardWriter<'_>) -> bool,
         mut progress: impl FnMut(u64, u64),
-        stop: Option<&AtomicBool>,
+        stopped: &dyn Fn() -> bool,
     ) -> Result<Pass> {
-        let stopped = || stop.is_some_and(|s| s.load(Ordering::Acquire));
         let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
         let total = self.shards.len() as u64;
         let mut work = Vec::new();
@@ -1234,7 +1256,7 @@ mod tests {
     }
 
     fn rebuild_all(db: &Db) -> Pass {
-        db.core.rebuild(|_| true, |_, _| {}, None).unwrap()
+        db.core.rebuild(|_| true, |_, _| {}, &|| false).unwrap()
     }
 
     /// An insert takes the first tombstone on its probe path: a key removed and set again

@@ -530,6 +530,42 @@ fn rebuild_reports_progress_shard_by_shard() {
     });
 }
 
+/// `rebuild_until` stops before the next shard once its flag is set: the shards copied so
+/// far are committed (their dead space is gone), the rest keep theirs, no record is lost,
+/// and a later rebuild finishes the work.
+#[test]
+fn a_rebuild_stops_between_shards_when_asked() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    each_engine(|db| {
+        for i in 0..500u32 {
+            db.set(&i.to_le_bytes(), b"old").unwrap();
+            db.set(&i.to_le_bytes(), b"new").unwrap();
+        }
+        let dead = db.stats().unwrap().dead_bytes;
+        let stop = AtomicBool::new(false);
+        let mut seen = 0;
+        let whole = db
+            .rebuild_until(&stop, |done, _| {
+                seen = done;
+                if done == 2 {
+                    stop.store(true, Relaxed);
+                }
+            })
+            .unwrap();
+        assert!(!whole);
+        assert_eq!(seen, 2, "no shard is copied after the stop");
+        let left = db.stats().unwrap().dead_bytes;
+        assert!(left > 0 && left < dead, "{left} bytes dead of {dead}");
+        assert_eq!(db.len(), 500);
+        for i in 0..500u32 {
+            assert_eq!(db.get(&i.to_le_bytes()).unwrap(), Some(b"new".to_vec()), "key {i}");
+        }
+        assert!(db.rebuild_until(&AtomicBool::new(false), |_, _| {}).unwrap());
+        assert_eq!(db.stats().unwrap().dead_bytes, 0);
+        db.clear().unwrap();
+    });
+}
+
 /// The `try_` writes do their work when the key's shard is free and report `None`, writing
 /// nothing, while another thread holds it (here: an `update` whose function waits).
 #[test]

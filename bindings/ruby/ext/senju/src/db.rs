@@ -755,7 +755,13 @@ fn sync(ruby: &Ruby, rb_self: &DbObject, hard: bool) -> Result<(), Error> {
 /// `db.rebuild`: compacts the file online.
 fn rebuild(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
-    gvl::run(ruby, &h.policy, Weight::Io, &mut (), |()| h.db.rebuild().map(|()| Step::Done))
+    // A stop for an interrupt commits the shards copied so far; if the interrupt does not
+    // raise, the next step goes on with the rest.
+    let step = |(): &mut (), cancel: &AtomicBool| {
+        let whole = h.db.rebuild_until(cancel, |_, _| {})?;
+        Ok(if whole { Step::Done } else { Step::More })
+    };
+    gvl::run_cancellable(ruby, &h.policy, |()| Weight::Io, &mut (), step)
 }
 
 /// `db.clear`: removes every record.

@@ -332,6 +332,25 @@ where
     W: Fn(&S) -> Weight,
     F: FnMut(&mut S) -> senju::Result<Step> + Send,
 {
+    run_cancellable(ruby, policy, weigh, state, |s, _| step(s))
+}
+
+/// [`run_weighed`] for one long step that can stop early (a rebuild): `step` also gets the
+/// flag that Ruby's unblocking function sets (`Thread#kill`, `Thread#raise`, a signal) and
+/// returns [`Step::More`] if it stopped for it; the interrupt is then handled, and if it
+/// does not raise, the step runs again.
+pub(crate) fn run_cancellable<S, W, F>(
+    ruby: &Ruby,
+    policy: &Policy,
+    weigh: W,
+    state: &mut S,
+    mut step: F,
+) -> Result<(), Error>
+where
+    S: Send,
+    W: Fn(&S) -> Weight,
+    F: FnMut(&mut S, &AtomicBool) -> senju::Result<Step> + Send,
+{
     let cancel = AtomicBool::new(false);
     loop {
         // Decided per region: a convoy seen by the previous region holds the rest.
@@ -339,7 +358,7 @@ where
         let mut place =
             if policy.releases(weight) { Place::take(policy.mode, weight) } else { None };
         if place.is_none() {
-            match step(state).map_err(|e| storage_error(ruby, e))? {
+            match step(state, &cancel).map_err(|e| storage_error(ruby, e))? {
                 Step::Done => return Ok(()),
                 Step::More => {
                     policy.count_chunk();
@@ -352,7 +371,7 @@ where
         let started = Instant::now();
         let ran = without_gvl(&cancel, || {
             let result = loop {
-                match step(state) {
+                match step(state, &cancel) {
                     Ok(Step::More) => {
                         policy.count_chunk();
                         // Relaxed: the flag carries no data; the UBF only asks us to stop.
