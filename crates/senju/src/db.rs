@@ -474,15 +474,108 @@ impl Db {
         self.append_at(key, suffix, false)
     }
 
+    /// [`try_append`](Db::try_append) that writes only a new value shorter than `limit`
+    /// bytes: `Ok(Some(Ok(())))` once written, `Ok(Some(Err(len)))` with nothing written if
+    /// the new value would take `len` bytes, `Ok(None)` if another thread holds the shard.
+    /// For callers that do short writes in one way and long ones in another (the Ruby
+    /// binding keeps its GVL for the first and releases it for the second) without a
+    /// lookup of the old value's length first.
+    #[inline]
+    pub fn try_append_below(
+        &self,
+        key: &[u8],
+        suffix: &[u8],
+        limit: usize,
+    ) -> Result<Option<std::result::Result<(), usize>>> {
+        self.append_within(key, suffix, false, limit)
+    }
+
     /// Both forms of [`append`](Db::append) (`wait`: for the shard lock).
     #[inline(never)]
     fn append_at(&self, key: &[u8], suffix: &[u8], wait: bool) -> Result<Option<()>> {
+        self.append_within(key, suffix, wait, usize::MAX).map(|r| r.map(|_| ()))
+    }
+
+    /// [`append_at`](Db::append_at) writing only new values shorter than `limit`.
+    #[inline(always)]
+    fn append_within(
+        &self,
+        key: &[u8],
+        suffix: &[u8],
+        wait: bool,
+        limit: usize,
+    ) -> Result<Option<std::result::Result<(), usize>>> {
         let (hash, shard) = self.route_write(key)?;
         let Some(mut w) = shard.writer_or_busy(&self.core.ctx, wait)? else { return Ok(None) };
         let p = w.probe(hash, key)?;
         let old = w.record(p)?.map_or(&[][..], |r| r.value);
-        check_value(old.len().saturating_add(suffix.len()))?;
-        w.put(p, hash, key, &[old, suffix]).map(Some)
+        let len = old.len().saturating_add(suffix.len());
+        if len >= limit {
+            return Ok(Some(Err(len)));
+        }
+        check_value(len)?;
+        w.put(p, hash, key, &[old, suffix]).map(|()| Some(Ok(())))
+    }
+
+    /// Removes `key` and returns the value it had (`None`: it was absent), in one step under
+    /// the key's shard lock. If the copy of the value cannot be allocated it fails with
+    /// [`StorageError::OutOfMemory`] and removes nothing.
+    ///
+    /// ```
+    /// let db = senju::Db::builder().memory()?;
+    /// db.set(b"k", b"v")?;
+    /// assert_eq!(db.take(b"k")?, Some(b"v".to_vec()));
+    /// assert_eq!(db.take(b"k")?, None);
+    /// # Ok::<(), senju::Error>(())
+    /// ```
+    pub fn take(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut failed = None;
+        let taken = self.take_with(key, |v| match copy_out(v) {
+            Ok(copy) => Some(copy),
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        })?;
+        failed.map_or(Ok(taken), Err)
+    }
+
+    /// Removes `key` if `f`, given its value under the key's shard lock, returns `Some`, and
+    /// returns that; `Ok(None)` if the key is absent or `f` returned `None` (nothing is
+    /// removed then). For removals that hand the value on in a form of their own, or only
+    /// under a condition on it (the bindings copy small values here and read large ones
+    /// outside the lock). `f` must be short and must not call this database.
+    pub fn take_with<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> Option<R>,
+    ) -> Result<Option<R>> {
+        self.take_at(key, f, true).map(Option::flatten)
+    }
+
+    /// [`take_with`](Db::take_with) if no other thread holds the lock of `key`'s shard;
+    /// `Ok(None)`, without calling `f`, if one does (see [`try_set`](Db::try_set)).
+    pub fn try_take_with<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> Option<R>,
+    ) -> Result<Option<Option<R>>> {
+        self.take_at(key, f, false)
+    }
+
+    /// Both forms of [`take_with`](Db::take_with) (`wait`: for the shard lock).
+    fn take_at<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> Option<R>,
+        wait: bool,
+    ) -> Result<Option<Option<R>>> {
+        let (hash, shard) = self.route_write(key)?;
+        let Some(mut w) = shard.writer_or_busy(&self.core.ctx, wait)? else { return Ok(None) };
+        let p = w.probe(hash, key)?;
+        let Some(out) = w.record(p)?.and_then(|r| f(r.value)) else { return Ok(Some(None)) };
+        w.delete(p, key)?;
+        Ok(Some(Some(out)))
     }
 
     /// Atomically replaces the value of `key` by `f(old)` (`None` in: absent; `None` out:

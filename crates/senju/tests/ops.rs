@@ -530,6 +530,62 @@ fn rebuild_reports_progress_shard_by_shard() {
     });
 }
 
+/// `take` removes a key and returns its value; `take_with` removes only when its function
+/// says so; `try_take_with` does nothing, without calling its function, while another
+/// thread holds the shard.
+#[test]
+fn take_removes_and_returns_the_value() {
+    each_engine(|db| {
+        db.set(b"k", b"v").unwrap();
+        db.set(b"big", &[9; 300]).unwrap();
+        assert_eq!(db.take(b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(db.take(b"k").unwrap(), None);
+        assert_eq!(db.get(b"k").unwrap(), None);
+        let small = |v: &[u8]| (v.len() < 100).then_some(v.len());
+        assert_eq!(db.take_with(b"big", small).unwrap(), None, "declined");
+        assert_eq!(db.get(b"big").unwrap().map(|v| v.len()), Some(300));
+        assert_eq!(db.take_with(b"big", |v| Some(v.len())).unwrap(), Some(300));
+        assert_eq!(db.len(), 0);
+        db.set(b"k", b"1").unwrap();
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                db.update(b"k", |old| {
+                    entered_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    old.map(<[u8]>::to_vec)
+                })
+                .unwrap();
+            });
+            entered.recv().unwrap();
+            let busy = db.try_take_with(b"k", |_| -> Option<()> { panic!("called while busy") });
+            assert_eq!(busy.unwrap(), None);
+            release.send(()).unwrap();
+        });
+        assert_eq!(
+            db.try_take_with(b"k", |v| Some(v.to_vec())).unwrap(),
+            Some(Some(b"1".to_vec()))
+        );
+        db.clear().unwrap();
+    });
+}
+
+/// `try_append_below` appends only while the new value stays under its limit, and says how
+/// long the value would have been otherwise, writing nothing.
+#[test]
+fn try_append_below_writes_only_short_values() {
+    each_engine(|db| {
+        assert_eq!(db.try_append_below(b"k", b"abc", 8).unwrap(), Some(Ok(())));
+        assert_eq!(db.try_append_below(b"k", b"defg", 8).unwrap(), Some(Ok(())));
+        assert_eq!(db.try_append_below(b"k", b"h", 8).unwrap(), Some(Err(8)));
+        assert_eq!(db.get(b"k").unwrap(), Some(b"abcdefg".to_vec()));
+        db.append(b"k", b"h").unwrap();
+        assert_eq!(db.get(b"k").unwrap(), Some(b"abcdefgh".to_vec()));
+        db.clear().unwrap();
+    });
+}
+
 /// `rebuild_until` stops before the next shard once its flag is set: the shards copied so
 /// far are committed (their dead space is gone), the rest keep theirs, no record is lost,
 /// and a later rebuild finishes the work.

@@ -383,18 +383,77 @@ fn try_short<T>(
 
 /// `db.delete(key)`: removes the key; returns its value, or nil if it was absent.
 ///
-/// Reads the value first (as `db[key]` does, weighed and copied by its size, raising
-/// `NoMemoryError` with nothing removed if the copy cannot be allocated), then removes it
-/// only if it is still that value (`compare_and_set`), again after a change by another
-/// thread. Removing inside the engine's `update` would have to copy the value while the
-/// shard is locked, where a failed copy could neither raise nor keep the value.
+/// A small value is copied and the key removed in one step under the shard lock
+/// ([`take_small`]); held, that step is tried only while the shard is free, else it waits
+/// with the GVL released. A big value is left in place there, then read as `db[key]` reads
+/// it (without the GVL) and removed only if it is still that value (`compare_and_set`),
+/// again after a change by another thread. A copy that cannot be allocated raises
+/// `NoMemoryError` with nothing removed.
 fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
-    loop {
-        let Some(old) = get(ruby, rb_self, key)? else { return Ok(None) };
-        if compare_and_set(ruby, rb_self, key, Some(old), None)? {
-            return Ok(Some(old));
+    let h = rb_self.live(ruby)?;
+    let mut weight = Weight::Short;
+    let mut found = None;
+    if !h.policy.releases(weight) {
+        // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
+        let k = unsafe { key.as_slice() };
+        match try_short(h, weight, || try_take_small(&h.db, k)).map_err(storage(ruby))? {
+            Tried::Done(f) => found = Some(f),
+            Tried::Busy => weight = Weight::Batch,
+            Tried::Skipped => {}
         }
     }
+    let found = match found {
+        Some(f) => f,
+        None => {
+            let mut st = (bytes(ruby, key)?, Found::Absent);
+            gvl::run(ruby, &h.policy, weight, &mut st, |(k, out)| {
+                *out = take_small(&h.db, k)?;
+                Ok(Step::Done)
+            })?;
+            st.1
+        }
+    };
+    match found {
+        Found::Absent => Ok(None),
+        Found::Small(v) => Ok(Some(bin(ruby, &v))),
+        Found::Big(_) => loop {
+            let Some(old) = get(ruby, rb_self, key)? else { return Ok(None) };
+            if compare_and_set(ruby, rb_self, key, Some(old), None)? {
+                return Ok(Some(old));
+            }
+        },
+    }
+}
+
+/// Removes `key` if its value is small, returning a copy ([`Found::Small`]); a big value
+/// stays ([`Found::Big`]), and so does one whose copy cannot be allocated (`OutOfMemory`).
+fn take_small(db: &Db, key: &[u8]) -> senju::Result<Found> {
+    take_small_at(db, key, true).map(|f| f.unwrap_or(Found::Absent))
+}
+
+/// [`take_small`] if the key's shard is free; `None`, having done nothing, if it is not.
+fn try_take_small(db: &Db, key: &[u8]) -> senju::Result<Option<Found>> {
+    take_small_at(db, key, false)
+}
+
+fn take_small_at(db: &Db, key: &[u8], wait: bool) -> senju::Result<Option<Found>> {
+    let (mut big, mut failed) = (None, None);
+    let small = |v: &[u8]| {
+        if v.len() >= BIG_VALUE {
+            big = Some(v.len());
+            return None;
+        }
+        try_copy(v).map_err(|needed| failed = Some(needed)).ok()
+    };
+    let taken = if wait { Some(db.take_with(key, small)?) } else { db.try_take_with(key, small)? };
+    if let Some(needed) = failed {
+        return Err(StorageError::OutOfMemory { needed });
+    }
+    Ok(taken.map(|t| match (t, big) {
+        (Some(v), _) => Found::Small(v),
+        (None, Some(len)) => Found::Big(len),
+        (None, None) => Found::Absent,
+    }))
 }
 
 /// `db.key?(key)`.
@@ -723,14 +782,13 @@ fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Res
     let h = rb_self.live(ruby)?;
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
     let (k, s) = (unsafe { key.as_slice() }, unsafe { suffix.as_slice() });
-    let mut written = s.len();
-    if written < BIG_VALUE && h.policy.weighs() {
-        let old = h.db.get_with(k, <[u8]>::len).map_err(storage(ruby))?;
-        written = written.saturating_add(old.unwrap_or(0));
-    }
-    let mut weight = if written >= BIG_VALUE { Weight::Large } else { Weight::Short };
-    match try_short(h, weight, || h.db.try_append(k, s)).map_err(storage(ruby))? {
-        Tried::Done(()) => return Ok(()),
+    let mut weight = if s.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
+    // Held, the append is tried only while the shard is free and the new value stays short
+    // (the engine rewrites the whole value): a long one is weighed as large.
+    let tried = try_short(h, weight, || h.db.try_append_below(k, s, BIG_VALUE));
+    match tried.map_err(storage(ruby))? {
+        Tried::Done(Ok(())) => return Ok(()),
+        Tried::Done(Err(_)) => weight = Weight::Large,
         Tried::Busy => weight = Weight::Batch,
         Tried::Skipped => {}
     }
