@@ -531,8 +531,7 @@ fn rebuild_reports_progress_shard_by_shard() {
 }
 
 /// `take` removes a key and returns its value; `take_with` removes only when its function
-/// says so; `try_take_with` does nothing, without calling its function, while another
-/// thread holds the shard.
+/// says so (`try_take_with` on a busy shard: `try_writes_report_a_busy_shard`).
 #[test]
 fn take_removes_and_returns_the_value() {
     each_engine(|db| {
@@ -547,22 +546,6 @@ fn take_removes_and_returns_the_value() {
         assert_eq!(db.take_with(b"big", |v| Some(v.len())).unwrap(), Some(300));
         assert_eq!(db.len(), 0);
         db.set(b"k", b"1").unwrap();
-        let (entered_tx, entered) = std::sync::mpsc::channel();
-        let (release, release_rx) = std::sync::mpsc::channel::<()>();
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                db.update(b"k", |old| {
-                    entered_tx.send(()).unwrap();
-                    release_rx.recv().unwrap();
-                    old.map(<[u8]>::to_vec)
-                })
-                .unwrap();
-            });
-            entered.recv().unwrap();
-            let busy = db.try_take_with(b"k", |_| -> Option<()> { panic!("called while busy") });
-            assert_eq!(busy.unwrap(), None);
-            release.send(()).unwrap();
-        });
         assert_eq!(
             db.try_take_with(b"k", |v| Some(v.to_vec())).unwrap(),
             Some(Some(b"1".to_vec()))
@@ -644,6 +627,9 @@ fn try_writes_report_a_busy_shard() {
             assert_eq!(db.try_remove(b"k").unwrap(), None);
             assert_eq!(db.try_compare_and_set(b"k", Some(b"1"), Some(b"3")).unwrap(), None);
             assert_eq!(db.try_append(b"k", b"a").unwrap(), None);
+            assert_eq!(db.try_append_below(b"k", b"a", 100).unwrap(), None);
+            let busy = db.try_take_with(b"k", |_| -> Option<()> { panic!("called while busy") });
+            assert_eq!(busy.unwrap(), None);
             let called = std::cell::Cell::new(false);
             let tried = db.try_update(b"k", |_| {
                 called.set(true);
