@@ -462,6 +462,13 @@ pub(crate) fn decode_head(
     Ok((kind, klen, vlen, at))
 }
 
+/// The whole length (head, key, value and checksum) that a record with first byte `first`
+/// and `rest` after it claims, from its head alone: what a reader of damaged or torn bytes
+/// weighs before reading, or checksumming, that far.
+pub(crate) fn claimed_len(first: u8, rest: &[u8]) -> Result<usize, RecordError> {
+    decode_head(first, rest).map(|(_, klen, vlen, head)| 1 + head + klen + vlen + 4)
+}
+
 /// The key and value lengths of a record whose head is two bytes, from those two bytes: a SET
 /// record of a key shorter than 31 bytes and a value shorter than 128, the shape of most small
 /// records. `None` for any other head, which [`decode_head`] reads; for a two-byte head both

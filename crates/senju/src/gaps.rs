@@ -175,10 +175,8 @@ fn first_record_at(
 ) -> io::Result<Option<Option<u32>>> {
     let at = CHUNK_HEADER_LEN as usize;
     let Some(&first) = page.get(at) else { return Ok(None) };
-    let Ok((_, klen, vlen, head)) = format::decode_head(first, &page[at + 1..]) else {
-        return Ok(None);
-    };
-    let len = (1 + head + klen + vlen + 4) as u64;
+    let Ok(len) = format::claimed_len(first, &page[at + 1..]) else { return Ok(None) };
+    let len = len as u64;
     if p + CHUNK_HEADER_LEN + len > limit {
         return Ok(None);
     }

@@ -195,10 +195,7 @@ pub(crate) fn torn_write_len(tail: &[u8]) -> Option<usize> {
     // Where the torn record could reach: its whole length if its head can be read and it
     // fits in the chunk, else the most that one copy writes at once (a small record, head
     // and all; a larger record writes its head first).
-    let whole = format::decode_head(first, rest)
-        .ok()
-        .map(|(_, klen, vlen, hlen)| 1 + hlen + klen + vlen + 4)
-        .filter(|&n| n <= tail.len());
+    let whole = format::claimed_len(first, rest).ok().filter(|&n| n <= tail.len());
     let reach = whole.unwrap_or(SMALL_RECORD_MAX as usize).min(tail.len());
     tail[reach..].iter().all(|&b| b == 0).then_some(reach)
 }

@@ -396,7 +396,7 @@ fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RStrin
     if !h.policy.releases(weight) {
         // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
         let k = unsafe { key.as_slice() };
-        match try_short(h, weight, || try_take_small(&h.db, k)).map_err(storage(ruby))? {
+        match try_short(h, weight, || take_small(&h.db, k, false)).map_err(storage(ruby))? {
             Tried::Done(f) => found = Some(f),
             Tried::Busy => weight = Weight::Batch,
             Tried::Skipped => {}
@@ -407,7 +407,7 @@ fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RStrin
         None => {
             let mut st = (bytes(ruby, key)?, Found::Absent);
             gvl::run(ruby, &h.policy, weight, &mut st, |(k, out)| {
-                *out = take_small(&h.db, k)?;
+                *out = take_small(&h.db, k, true)?.unwrap_or(Found::Absent);
                 Ok(Step::Done)
             })?;
             st.1
@@ -427,16 +427,8 @@ fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RStrin
 
 /// Removes `key` if its value is small, returning a copy ([`Found::Small`]); a big value
 /// stays ([`Found::Big`]), and so does one whose copy cannot be allocated (`OutOfMemory`).
-fn take_small(db: &Db, key: &[u8]) -> senju::Result<Found> {
-    take_small_at(db, key, true).map(|f| f.unwrap_or(Found::Absent))
-}
-
-/// [`take_small`] if the key's shard is free; `None`, having done nothing, if it is not.
-fn try_take_small(db: &Db, key: &[u8]) -> senju::Result<Option<Found>> {
-    take_small_at(db, key, false)
-}
-
-fn take_small_at(db: &Db, key: &[u8], wait: bool) -> senju::Result<Option<Found>> {
+/// `wait`: for the key's shard; else `None`, having done nothing, if another thread holds it.
+fn take_small(db: &Db, key: &[u8], wait: bool) -> senju::Result<Option<Found>> {
     let (mut big, mut failed) = (None, None);
     let small = |v: &[u8]| {
         if v.len() >= BIG_VALUE {
