@@ -10,8 +10,8 @@
 //! between a read and a `compare_and_set`, never inside the engine's `update`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError};
 use pyo3::prelude::*;
@@ -24,7 +24,8 @@ use crate::errors;
 use crate::gil::{Gil, LARGE};
 use crate::scan::{Kind, Scan};
 
-/// How often a rebuild that released the GIL takes it back to look for signals.
+/// How often the thread that waits for a rebuild looks for signals (taking the GIL back
+/// for it where it was released).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The store and the handle's settings, shared by the handle and its scans.
@@ -88,6 +89,35 @@ struct Dest(*mut u8);
 // SAFETY: the pointer is written through only by the one closure it is moved into, while the
 // owning `bytes` object is kept alive, and shared with nobody, by the calling frame.
 unsafe impl Send for Dest {}
+
+/// Whether a rebuild's helper thread is done, for the thread that waits for it.
+#[derive(Default)]
+struct Finished {
+    done: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Finished {
+    /// Waits until the helper is done or `timeout` has passed; returns whether it is done.
+    fn wait(&self, timeout: std::time::Duration) -> bool {
+        let done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        let (done, _) = self
+            .wake
+            .wait_timeout_while(done, timeout, |done| !*done)
+            .unwrap_or_else(PoisonError::into_inner);
+        *done
+    }
+}
+
+/// Marks a [`Finished`] done and wakes its waiter when dropped.
+struct FinishedOnDrop<'a>(&'a Finished);
+
+impl Drop for FinishedOnDrop<'_> {
+    fn drop(&mut self) {
+        *self.0.done.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.0.wake.notify_all();
+    }
+}
 
 /// An open senju database (use `senju.open`). Behaves as a mutable mapping from bytes to bytes.
 #[pyclass(frozen, subclass, module = "senju._senju", name = "Db")]
@@ -731,30 +761,45 @@ impl PyDb {
     /// Compacts the database online (see the Rust `Db::rebuild`). A signal (Ctrl-C) stops it
     /// before its next shard: the shards copied so far are committed, no record is lost, and
     /// the signal's handler runs (`KeyboardInterrupt` by default).
+    ///
+    /// The engine's rebuild runs on a helper thread while this one waits, handling pending
+    /// signals every [`SIGNAL_CHECK`] (with the GIL, taken back for that only when it was
+    /// released, so other threads lose little of it). A handler therefore runs with no store
+    /// lock held by its thread: run from inside the rebuild (its progress callback holds the
+    /// store's rebuild lock), a handler that closed the database waited for the rebuild it
+    /// ran in, and one that rebuilt it for that lock, forever. The helper never touches
+    /// Python objects; the engine's `Reentrant` check (a rebuild by a thread inside a read)
+    /// cannot apply to this thread, which holds no read between calls.
     fn rebuild(&self, py: Python<'_>) -> PyResult<()> {
         let db = &self.inner.db;
         let release = self.inner.gil.releases_long();
         let stop = AtomicBool::new(false);
-        let mut raised: Option<PyErr> = None;
-        let mut checked: Option<std::time::Instant> = None;
-        // After each shard: pending signals are handled (with the GIL, taken back at most
-        // every 50 ms while it is released, so other threads lose little of it), and one that
-        // raises stops the rebuild.
-        let mut progress = |_, _| {
-            if release && checked.is_some_and(|t| t.elapsed() < SIGNAL_CHECK) {
-                return;
+        let finished = Finished::default();
+        std::thread::scope(|s| {
+            let helper = std::thread::Builder::new()
+                .name("senju-rebuild".to_owned())
+                .spawn_scoped(s, || {
+                    // Marks the rebuild finished when dropped, also if it panics.
+                    let _done = FinishedOnDrop(&finished);
+                    db.rebuild_until(&stop, |_, _| {})
+                })
+                .map_err(|e| errors::storage(py, senju::StorageError::Io(e)))?;
+            let mut raised: Option<PyErr> = None;
+            while !Gil::run(py, release, || finished.wait(SIGNAL_CHECK)) {
+                if raised.is_none()
+                    && let Err(e) = py.check_signals()
+                {
+                    raised = Some(e);
+                    stop.store(true, Ordering::Relaxed);
+                }
             }
-            checked = Some(std::time::Instant::now());
-            if let Err(e) = Python::attach(|py| py.check_signals()) {
-                raised = Some(e);
-                stop.store(true, Ordering::Relaxed);
+            let done = Gil::run(py, release, || helper.join())
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if let Some(e) = raised {
+                return Err(e);
             }
-        };
-        let done = Gil::run(py, release, || db.rebuild_until(&stop, &mut progress));
-        if let Some(e) = raised {
-            return Err(e);
-        }
-        done.map(drop).map_err(|e| errors::storage(py, e))
+            done.map(drop).map_err(|e| errors::storage(py, e))
+        })
     }
 
     /// Counters: records, shards, file_bytes, table_slots, live_bytes, dead_bytes, free_bytes,

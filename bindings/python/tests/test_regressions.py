@@ -603,3 +603,41 @@ def test_a_signal_stops_a_rebuild_between_shards(gil: str) -> None:
             assert db.stats()["dead_bytes"] == 0
     finally:
         signal.signal(signal.SIGALRM, old)
+
+
+def test_a_signal_handler_may_close_the_database_during_a_rebuild(gil: str) -> None:
+    """`rebuild` ran signal handlers inside the engine's rebuild (from its per-shard progress
+    callback, holding the store's rebuild lock), so a handler that closed the database (a
+    SIGTERM handler that shuts down cleanly) waited for the rebuild it was running in: the
+    process hung forever, in every GIL mode (a handler that called `rebuild` hung the same
+    way, on the lock its own thread held). Now the engine's rebuild runs on a helper thread
+    and the calling thread handles signals while it waits, holding no store lock, and the
+    close stops the rebuild, which raises `ClosedError`. A round whose signal came after the
+    rebuild (it returned) is tried again."""
+    out = run_child(
+        """
+        import signal, sys
+        import senju
+
+        def handler(signum, frame):
+            db.close()
+
+        signal.signal(signal.SIGALRM, handler)
+        for _ in range(5):
+            db = senju.open(memory=True, gil=sys.argv[1], shards=256)
+            for round_ in range(2):
+                db.set_many((b"key%d" % i, b"value %d %d" % (round_, i)) for i in range(800_000))
+            signal.setitimer(signal.ITIMER_REAL, 0.02)
+            try:
+                db.rebuild()
+            except senju.ClosedError:
+                print("closed during the rebuild")
+                break
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                db.close()
+        """,
+        gil,
+        timeout=60,
+    )
+    assert "closed during the rebuild" in out, out
