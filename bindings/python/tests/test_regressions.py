@@ -641,3 +641,17 @@ def test_a_signal_handler_may_close_the_database_during_a_rebuild(gil: str) -> N
         timeout=60,
     )
     assert "closed during the rebuild" in out, out
+
+
+def test_items_contains_a_pair_whose_str_key_has_lone_surrogates_is_false() -> None:
+    """`("\\ud800", b"v") in db.items()` raised `UnicodeEncodeError`, where `"\\ud800" in db`
+    (and `in` on a dict's items) says False: such a key has no UTF-8 form, so no stored pair
+    has it. The items view now answers as `in` on the mapping does."""
+    with senju.open(memory=True) as db:
+        db[b"k"] = b"v"
+        assert ("\ud800", b"v") not in db.items()
+        assert ("k\udcff", b"v") not in db.items()
+        assert ("k", b"v") in db.items()
+        db.close()
+        with pytest.raises(senju.ClosedError):
+            ("\ud800", b"v") in db.items()

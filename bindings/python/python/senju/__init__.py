@@ -117,7 +117,12 @@ class _Items(ItemsView[bytes, bytes]):
         key, value = item
         if not isinstance(key, (bytes, bytearray, str)):
             return False
-        v = self._mapping.get(key)
+        try:
+            v = self._mapping.get(key)
+        except UnicodeEncodeError:
+            # A str with lone surrogates has no UTF-8 form, so no stored key equals it:
+            # False as `key in db` says (which also raises ClosedError once closed).
+            return key in self._mapping
         return v is not None and (v is value or v == value)
 
 
