@@ -2,14 +2,15 @@
 //!
 //! `bytes` arguments are borrowed, not copied: a `bytes` object is immutable and the caller
 //! keeps it alive for the whole call, so its buffer may be read with the GIL released. `str`
-//! is encoded as UTF-8 (borrowed where the interpreter caches the encoding) and `bytearray`,
-//! which another thread could resize, is copied while the GIL is held.
+//! is encoded as UTF-8 (borrowed where the interpreter caches the encoding); `bytearray`,
+//! which another thread could resize, and `memoryview`, which may show a mutable buffer, are
+//! copied while the GIL is held.
 
 use std::borrow::Cow;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString};
 
 use crate::errors;
 
@@ -31,8 +32,8 @@ impl AsRef<[u8]> for Arg<'_> {
     }
 }
 
-/// `obj` as bytes: `bytes`, `str` (UTF-8) or `bytearray`; otherwise a `TypeError` that says
-/// `what` it was for and which type was given.
+/// `obj` as bytes: `bytes`, `str` (UTF-8), `bytearray` or `memoryview`; otherwise a
+/// `TypeError` that says `what` it was for and which type was given.
 #[inline]
 pub(crate) fn arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Arg<'a>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
@@ -51,6 +52,13 @@ fn arg_slow<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Arg<'a>> {
     }
     if let Ok(b) = obj.cast::<PyByteArray>() {
         return Ok(Arg::Owned(b.to_vec()));
+    }
+    if let Ok(view) = obj.cast::<PyMemoryView>() {
+        // The bytes it shows, as `bytes(view)` has them: copied in C order, whatever its
+        // strides and item format (`memoryview` cannot be subclassed, so this is its own
+        // `tobytes`). A released view raises `ValueError` here.
+        let copy = view.call_method0(pyo3::intern!(obj.py(), "tobytes"))?;
+        return Ok(Arg::Owned(copy.cast_into::<PyBytes>()?.as_bytes().to_vec()));
     }
     Err(errors::wrong_type(what, obj))
 }
@@ -90,9 +98,9 @@ pub(crate) fn args<'a, 'py>(keep: &'a [Bound<'py, PyAny>], what: &str) -> PyResu
 }
 
 /// The keys of `keys`, an iterable of keys given to the batch method `method`, collected
-/// so that their buffers can be borrowed. Each is checked to be bytes, `str` or `bytearray`
-/// as it comes, so that `get_many(range(10**17))` fails at its first item, not after
-/// reading them all. A single `str`, `bytes` or `bytearray` is refused with a `TypeError`:
+/// so that their buffers can be borrowed. Each is checked to be bytes, `str`, `bytearray` or
+/// `memoryview` as it comes, so that `get_many(range(10**17))` fails at its first item, not
+/// after reading them all. A single key of one of those types is refused with a `TypeError`:
 /// iterated, it would be one key per character (or per byte, an `int`), and
 /// `remove_many("apple")` would remove the keys "a", "p", "l" and "e".
 pub(crate) fn collect_keys<'py>(
@@ -117,12 +125,13 @@ pub(crate) fn collect_keys<'py>(
     Ok(out)
 }
 
-/// Whether [`arg`] takes `obj` (short of a `str` that cannot be encoded).
+/// Whether [`arg`] takes `obj` (short of a `str` that cannot be encoded or a released view).
 #[inline]
 fn is_bytes_or_str(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyBytes>()
         || obj.is_instance_of::<PyString>()
         || obj.is_instance_of::<PyByteArray>()
+        || obj.is_instance_of::<PyMemoryView>()
 }
 
 /// The most items a batch reserves room for before it has read them.

@@ -14,6 +14,7 @@ def sample(path: pathlib.Path) -> int:
     with senju.open(path, gil="auto", truncate=True) as db:
         db[b"k"] = b"v"
         db["s"] = "t"
+        db[memoryview(b"m")] = memoryview(bytearray(b"w"))
         value: bytes = db[b"k"]
         maybe: Optional[bytes] = db.get(b"k")
         with_default: bytes = db.get("x", b"d")

@@ -1,7 +1,8 @@
 """senju: an embedded key-value database whose Python threads run in parallel.
 
 A database behaves as a :class:`collections.abc.MutableMapping` of ``bytes`` to ``bytes``
-(``str`` keys and values are accepted and stored as UTF-8; values come back as ``bytes``)::
+(``str`` keys and values are accepted and stored as UTF-8, ``bytearray`` and ``memoryview``
+as the bytes they hold; values come back as ``bytes``)::
 
     import senju
 
@@ -82,7 +83,7 @@ __all__ = [
     "__version__",
 ]
 
-_Bytes = Union[bytes, bytearray, str]
+_Bytes = Union[bytes, bytearray, memoryview, str]
 
 
 class _Values(ValuesView[bytes]):
@@ -115,7 +116,7 @@ class _Items(ItemsView[bytes, bytes]):
         if not isinstance(item, tuple) or len(item) != 2:
             return False
         key, value = item
-        if not isinstance(key, (bytes, bytearray, str)):
+        if not isinstance(key, (bytes, bytearray, memoryview, str)):
             return False
         try:
             v = self._mapping.get(key)

@@ -23,7 +23,7 @@ __all__ = ["Db", "Scan", "MAX_KEY_LEN", "MAX_VALUE_LEN", "LARGE_VALUE", "SCAN_CH
 
 _T = TypeVar("_T")
 _Y = TypeVar("_Y")
-_Bytes = Union[bytes, bytearray, str]
+_Bytes = Union[bytes, bytearray, memoryview, str]
 
 MAX_KEY_LEN: int
 MAX_VALUE_LEN: int
