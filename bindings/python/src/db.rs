@@ -453,7 +453,7 @@ impl PyDb {
             Some(p) => b.open(p),
             None => b.memory(),
         })
-        .map_err(|e| errors::open(py, e))?;
+        .map_err(|e| errors::open(py, e, readonly))?;
         if let Some(e) = raised.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // The database is open and recovered; closing it marks the file clean.
             Gil::run(py, gil.releases_long(), || db.close()).map_err(|e| errors::storage(py, e))?;

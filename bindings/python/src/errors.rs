@@ -134,8 +134,8 @@ fn os_error_attrs(
     Ok(())
 }
 
-/// The Python exception for a failed open.
-pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
+/// The Python exception for a failed open (`read_only`: whether `readonly=True` was given).
+pub(crate) fn open(py: Python<'_>, e: OpenError, read_only: bool) -> PyErr {
     let msg = in_python(e.to_string());
     match e {
         OpenError::Locked { path, pid } => LOCKED.err_with(py, msg, |exc| {
@@ -148,7 +148,16 @@ pub(crate) fn open(py: Python<'_>, e: OpenError) -> PyErr {
         OpenError::InvalidOption { .. } => INVALID_OPTION.err(py, msg),
         OpenError::NotFound { path } => NOT_FOUND.err_with(
             py,
-            format!("{} does not exist; open it with create=True to create it", path.display()),
+            // A read-only open never creates the file, whatever `create` says.
+            if read_only {
+                format!(
+                    "{} does not exist; a read-only open does not create it: open it without \
+                     readonly=True to create it",
+                    path.display()
+                )
+            } else {
+                format!("{} does not exist; open it with create=True to create it", path.display())
+            },
             |exc| {
                 let enoent: i32 = exc.py().import("errno")?.getattr("ENOENT")?.extract()?;
                 os_error_attrs(exc, &std::io::Error::from_raw_os_error(enoent), Some(&path))

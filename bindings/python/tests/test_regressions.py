@@ -4,6 +4,7 @@ process with a time limit. Counted, never timed."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import itertools
 import os
@@ -690,3 +691,22 @@ def test_memoryview_keys_and_values_are_taken_as_bytes(db: senju.Db) -> None:
         db[released]
     with pytest.raises(TypeError, match="takes an iterable of keys.*not a single memoryview"):
         db.get_many(memoryview(b"ab"))  # type: ignore[arg-type]
+
+
+def test_a_missing_file_opened_read_only_is_not_said_to_need_create_true(
+    tmp_path: pathlib.Path,
+) -> None:
+    """`senju.open(missing, readonly=True)` said "open it with create=True to create it",
+    but a read-only open never creates a file, with `create=True` too (which is the
+    default): it failed the same way. The message now says to open it without
+    `readonly=True`; with `create=False` it still names `create=True`."""
+    missing = tmp_path / "missing.sj"
+    for create in (True, False):
+        with pytest.raises(senju.NotFoundError) as e:
+            senju.open(missing, readonly=True, create=create)
+        assert "create=True" not in str(e.value), str(e.value)
+        assert "without readonly=True" in str(e.value), str(e.value)
+        assert e.value.errno == errno.ENOENT and e.value.filename == str(missing)
+    with pytest.raises(senju.NotFoundError, match="with create=True"):
+        senju.open(missing, create=False)
+    assert not missing.exists()
