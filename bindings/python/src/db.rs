@@ -502,7 +502,8 @@ impl PyDb {
     }
 
     /// Whether `key` is present: `False` for a key of a type that is never stored (`1 in db`,
-    /// as for a dict), where reads and writes raise `TypeError`.
+    /// as for a dict), where reads and writes raise `TypeError`, and for one longer than
+    /// `MAX_KEY_LEN`, where they raise `TooLargeError`.
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         // A key of a type the store never holds, or a `str` with lone surrogates (which has no
         // UTF-8 form, so no stored key equals it), is not in it, as in a dict.
@@ -518,6 +519,11 @@ impl PyDb {
             Err(e) => return Err(e),
         };
         let (k, db) = (k.as_ref(), &self.inner.db);
+        // Nor is a key too long to be stored (the engine's lookup refuses it as `TooLarge`).
+        if k.len() > senju::MAX_KEY_LEN {
+            self.inner.check_usable(py)?;
+            return Ok(false);
+        }
         Gil::run(py, self.inner.gil == Gil::Release, || db.contains(k))
             .map_err(|e| errors::storage(py, e))
     }

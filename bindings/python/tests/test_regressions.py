@@ -710,3 +710,24 @@ def test_a_missing_file_opened_read_only_is_not_said_to_need_create_true(
     with pytest.raises(senju.NotFoundError, match="with create=True"):
         senju.open(missing, create=False)
     assert not missing.exists()
+
+
+def test_a_key_longer_than_the_format_allows_is_not_in_the_store(db: senju.Db) -> None:
+    """`big in db`, `big in db.keys()` and `(big, v) in db.items()` raised `TooLargeError`
+    for a key longer than `MAX_KEY_LEN`, where such a key can never be stored: as for a key
+    of another type or a `str` with no UTF-8 form, `in` says False now (reads and writes of
+    it still raise `TooLargeError`, and a closed handle `ClosedError`)."""
+    big = b"k" * (senju.MAX_KEY_LEN + 1)
+    db[b"k"] = b"v"
+    for key in (big, bytearray(big), big.decode()):
+        assert key not in db
+        assert key not in db.keys()
+        assert (key, b"v") not in db.items()
+    assert b"k" * senju.MAX_KEY_LEN not in db
+    with pytest.raises(senju.TooLargeError):
+        db[big]
+    with pytest.raises(senju.TooLargeError):
+        db[big] = b"v"
+    db.close()
+    with pytest.raises(senju.ClosedError):
+        big in db

@@ -120,9 +120,10 @@ class _Items(ItemsView[bytes, bytes]):
             return False
         try:
             v = self._mapping.get(key)
-        except UnicodeEncodeError:
-            # A str with lone surrogates has no UTF-8 form, so no stored key equals it:
-            # False as `key in db` says (which also raises ClosedError once closed).
+        except (UnicodeEncodeError, TooLargeError):
+            # A str with lone surrogates has no UTF-8 form, and a key longer than
+            # MAX_KEY_LEN cannot be stored, so no stored key equals either: False as
+            # `key in db` says (which also raises ClosedError once closed).
             return key in self._mapping
         return v is not None and (v is value or v == value)
 
