@@ -257,6 +257,44 @@ impl PyDb {
     }
 }
 
+/// Items of a batch (`get_many`, `set_many`, `remove_many`) given to the engine per call.
+/// Pending signals are handled between two calls, so Ctrl-C stops a batch of millions of
+/// keys within one chunk's work (tens of milliseconds) instead of at its end; a chunk is
+/// long enough that the GIL, retaken between two, costs nothing measurable.
+pub(crate) const BATCH_CHUNK: usize = 1 << 16;
+
+/// Runs `step` on each chunk of [`BATCH_CHUNK`] items of `items`, in order, with the GIL
+/// released if `release`; between two chunks, handles pending signals, whose exception
+/// stops the batch.
+fn in_chunks<T, F>(py: Python<'_>, release: bool, items: &[T], mut step: F) -> PyResult<()>
+where
+    T: Sync,
+    F: FnMut(&[T]) -> senju::Result<()> + Send,
+{
+    for (i, chunk) in items.chunks(BATCH_CHUNK).enumerate() {
+        if i > 0 {
+            py.check_signals()?;
+        }
+        Gil::run(py, release, || step(chunk)).map_err(|e| errors::storage(py, e))?;
+    }
+    Ok(())
+}
+
+/// The engine's length checks of a batch's keys and values (`None`: a key only), in order:
+/// `TooLarge` for the first too long.
+fn check_lengths(lengths: impl Iterator<Item = (usize, Option<usize>)>) -> senju::Result<()> {
+    use senju::{MAX_KEY_LEN, MAX_VALUE_LEN, StorageError};
+    for (key, value) in lengths {
+        if key > MAX_KEY_LEN {
+            return Err(StorageError::TooLarge { what: "key", len: key, max: MAX_KEY_LEN });
+        }
+        if let Some(len) = value.filter(|&len| len > MAX_VALUE_LEN) {
+            return Err(StorageError::TooLarge { what: "value", len, max: MAX_VALUE_LEN });
+        }
+    }
+    Ok(())
+}
+
 /// One pair given to `set_many`.
 enum Pair<'py> {
     /// A 2-tuple, kept whole: its items are borrowed through it (a tuple is immutable, so
@@ -621,7 +659,8 @@ impl PyDb {
         }
     }
 
-    /// The values of `keys` in order, `None` for each absent key (one GIL release for all).
+    /// The values of `keys` in order, `None` for each absent key (one GIL release per
+    /// [`BATCH_CHUNK`] keys, with signals handled between two).
     fn get_many<'py>(
         &self,
         py: Python<'py>,
@@ -631,11 +670,9 @@ impl PyDb {
         let ks = convert::args(&objs, "key")?;
         let db = &self.inner.db;
         // Copied into one buffer with the GIL released; the `bytes` objects are made after.
-        let found = Gil::run(py, self.inner.gil.releases_long(), || {
-            let mut buf = Vec::new();
-            let mut spans = Vec::with_capacity(ks.len());
-            let mut short = None;
-            db.get_many_with(&ks, |_, v| {
+        let (mut buf, mut spans, mut short) = (Vec::new(), Vec::with_capacity(ks.len()), None);
+        in_chunks(py, self.inner.gil.releases_long(), &ks, |chunk| {
+            db.get_many_with(chunk, |_, v| {
                 spans.push(v.map(|v| {
                     let start = buf.len();
                     let room = buf.try_reserve(v.len()).or_else(|_| buf.try_reserve_exact(v.len()));
@@ -645,10 +682,8 @@ impl PyDb {
                     }
                     (start, v.len())
                 }));
-            })?;
-            Ok((buf, spans, short))
-        });
-        let (buf, spans, short) = found.map_err(|e| errors::storage(py, e))?;
+            })
+        })?;
         if let Some(needed) = short {
             return Err(errors::out_of_memory(needed));
         }
@@ -660,9 +695,11 @@ impl PyDb {
     }
 
     /// Sets every pair of a mapping or an iterable of `(key, value)` pairs (one GIL release
-    /// for all; each set is atomic, the batch is not). Every key and value is checked before
-    /// anything is written; the pairs are then applied shard by shard, so another thread may
-    /// see them appear in any order (of two pairs with the same key, the later wins).
+    /// per [`BATCH_CHUNK`] pairs; each set is atomic, the batch is not). Every key and value
+    /// is checked before anything is written; the pairs are then applied chunk by chunk and
+    /// shard by shard, so another thread may see them appear in any order (of two pairs with
+    /// the same key, the later wins). A signal whose handler raises (Ctrl-C) stops the batch
+    /// between two chunks; the chunks written by then stay written.
     fn set_many(&self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
         let objs = pairs_of(pairs)?;
         let ps = objs
@@ -672,18 +709,34 @@ impl PyDb {
                 Ok((convert::arg(k, "key")?, convert::arg(v, "value")?))
             })
             .collect::<PyResult<Vec<(Arg<'_>, Arg<'_>)>>>()?;
+        if ps.len() > BATCH_CHUNK {
+            // The engine checks each call's keys and values before it writes any; a batch
+            // of several calls is checked whole first, so that it too fails before writing.
+            self.inner.check_usable(py)?;
+            let lengths = ps.iter().map(|(k, v)| (k.as_ref().len(), Some(v.as_ref().len())));
+            check_lengths(lengths).map_err(|e| errors::storage(py, e))?;
+        }
         let db = &self.inner.db;
-        Gil::run(py, self.inner.gil.releases_long(), || db.set_many(&ps))
-            .map_err(|e| errors::storage(py, e))
+        in_chunks(py, self.inner.gil.releases_long(), &ps, |chunk| db.set_many(chunk))
     }
 
-    /// Removes every key in `keys`; returns how many were present.
+    /// Removes every key in `keys`; returns how many were present. As `set_many`, checks
+    /// every key first and runs in chunks, with signals handled between two.
     fn remove_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<u64> {
         let objs = convert::collect_keys(keys, "remove_many")?;
         let ks = convert::args(&objs, "key")?;
+        if ks.len() > BATCH_CHUNK {
+            self.inner.check_usable(py)?;
+            check_lengths(ks.iter().map(|k| (k.as_ref().len(), None)))
+                .map_err(|e| errors::storage(py, e))?;
+        }
         let db = &self.inner.db;
-        Gil::run(py, self.inner.gil.releases_long(), || db.remove_many(&ks))
-            .map_err(|e| errors::storage(py, e))
+        let mut removed = 0;
+        in_chunks(py, self.inner.gil.releases_long(), &ks, |chunk| {
+            removed += db.remove_many(chunk)?;
+            Ok(())
+        })?;
+        Ok(removed)
     }
 
     /// If the value of `key` is `expected` (`None`: absent), sets it to `new` (`None`:

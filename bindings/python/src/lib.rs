@@ -26,6 +26,7 @@ fn _senju(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LARGE_VALUE", gil::LARGE)?;
     m.add("SCAN_CHUNK", scan::CHUNK)?;
     m.add("SCAN_CHUNK_BYTES", scan::CHUNK_BYTES)?;
+    m.add("BATCH_CHUNK", db::BATCH_CHUNK)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -731,3 +731,87 @@ def test_a_key_longer_than_the_format_allows_is_not_in_the_store(db: senju.Db) -
     db.close()
     with pytest.raises(senju.ClosedError):
         big in db
+
+
+def test_a_signal_is_handled_between_the_chunks_of_a_long_batch(gil: str) -> None:
+    """A signal during `get_many`, `set_many` or `remove_many` was handled only once the whole
+    batch was done: Ctrl-C waited seconds for a batch of millions of keys (2.5 s after the
+    signal for `set_many` of 4 million pairs). Batches now run in chunks of
+    `BATCH_CHUNK` items and handle pending signals between two, so a handler that raises
+    stops the batch there (the chunks written by then stay written, as a batch is not
+    atomic). Counted, not timed: a handler that raises leaves `set_many` and `remove_many`
+    partway (some but not all keys written or removed), and one that writes a key during
+    `get_many` makes the batch read the new value of that key, its last. A round whose
+    signal came after the batch is tried again."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    n = 4 * senju.BATCH_CHUNK
+    keys = [b"key%d" % i for i in range(n)]
+    pairs = [(k, b"v") for k in keys]
+    old = signal.getsignal(signal.SIGALRM)
+    try:
+        with senju.open(memory=True, gil=gil) as db:  # type: ignore[arg-type]
+            def raise_alarm(signum: int, frame: object) -> None:
+                raise Alarm
+
+            def set_marker(signum: int, frame: object) -> None:
+                db[b"marker"] = b"seen"
+
+            partway = set()
+            for _ in range(10):
+                db.clear()
+                signal.signal(signal.SIGALRM, raise_alarm)
+                signal.setitimer(signal.ITIMER_REAL, 0.01)
+                try:
+                    db.set_many(pairs)
+                    time.sleep(0.5)
+                except Alarm:
+                    pass
+                if 0 < len(db) < n:
+                    partway.add("set_many")
+                db.set_many(pairs)
+                signal.setitimer(signal.ITIMER_REAL, 0.01)
+                try:
+                    db.remove_many(keys)
+                    time.sleep(0.5)
+                except Alarm:
+                    pass
+                if 0 < len(db) < n:
+                    partway.add("remove_many")
+                db.set_many(pairs)
+                signal.signal(signal.SIGALRM, set_marker)
+                signal.setitimer(signal.ITIMER_REAL, 0.01)
+                if db.get_many(keys + [b"marker"])[-1] == b"seen":
+                    partway.add("get_many")
+                time.sleep(0.5)
+                del db[b"marker"]
+                if len(partway) == 3:
+                    break
+            assert partway == {"set_many", "remove_many", "get_many"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_batch_of_several_chunks_is_checked_whole_before_it_writes(db: senju.Db) -> None:
+    """A batch longer than `BATCH_CHUNK` goes to the engine in several calls; a key too long
+    in a later chunk must still fail the batch before any chunk is written or removed, as
+    it did when the batch was one call."""
+    n = senju.BATCH_CHUNK + 10
+    pairs = [(b"k%d" % i, b"v") for i in range(n)]
+    too_long = b"k" * (senju.MAX_KEY_LEN + 1)
+    with pytest.raises(senju.TooLargeError):
+        db.set_many(pairs + [(too_long, b"v")])
+    assert len(db) == 0
+    db.set_many(pairs)
+    with pytest.raises(senju.TooLargeError):
+        db.remove_many([k for k, _ in pairs] + [too_long])
+    assert len(db) == n
+    assert db.remove_many([k for k, _ in pairs] + [b"absent"]) == n
+    assert len(db) == 0
+    db.close()
+    with pytest.raises(senju.ClosedError):
+        db.set_many(pairs + [(too_long, b"v")])

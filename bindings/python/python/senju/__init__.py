@@ -42,6 +42,7 @@ from ._errors import (
     UnsupportedVersionError,
 )
 from ._senju import (
+    BATCH_CHUNK,
     LARGE_VALUE,
     MAX_KEY_LEN,
     MAX_VALUE_LEN,
@@ -80,6 +81,7 @@ __all__ = [
     "LARGE_VALUE",
     "SCAN_CHUNK",
     "SCAN_CHUNK_BYTES",
+    "BATCH_CHUNK",
     "__version__",
 ]
 

@@ -19,7 +19,7 @@ from typing import (
     overload,
 )
 
-__all__ = ["Db", "Scan", "MAX_KEY_LEN", "MAX_VALUE_LEN", "LARGE_VALUE", "SCAN_CHUNK", "SCAN_CHUNK_BYTES", "__version__"]
+__all__ = ["Db", "Scan", "MAX_KEY_LEN", "MAX_VALUE_LEN", "LARGE_VALUE", "SCAN_CHUNK", "SCAN_CHUNK_BYTES", "BATCH_CHUNK", "__version__"]
 
 _T = TypeVar("_T")
 _Y = TypeVar("_Y")
@@ -30,6 +30,7 @@ MAX_VALUE_LEN: int
 LARGE_VALUE: int
 SCAN_CHUNK: int
 SCAN_CHUNK_BYTES: int
+BATCH_CHUNK: int
 __version__: str
 
 @final
