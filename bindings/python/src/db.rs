@@ -320,11 +320,21 @@ impl<'py> Pair<'py> {
     }
 }
 
-/// `(key, value)` pairs from a mapping (its `items()`) or an iterable of pairs.
+/// `(key, value)` pairs from a mapping (its `items()`; an object with `keys()` but no
+/// `items()` is a mapping too, read as `dict.update` reads it) or an iterable of pairs.
 fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
     let py = obj.py();
     let items = if obj.hasattr(pyo3::intern!(py, "items"))? {
         obj.call_method0(pyo3::intern!(py, "items"))?
+    } else if obj.hasattr(pyo3::intern!(py, "keys"))? {
+        let keys = obj.call_method0(pyo3::intern!(py, "keys"))?;
+        let mut pairs = Vec::with_capacity(convert::capacity_hint(&keys)?);
+        for key in keys.try_iter()? {
+            let key = key?;
+            let value = obj.get_item(&key)?;
+            pairs.push(PyTuple::new(py, [key, value])?);
+        }
+        PyList::new(py, pairs)?.into_any()
     } else {
         obj.clone()
     };

@@ -815,3 +815,27 @@ def test_a_batch_of_several_chunks_is_checked_whole_before_it_writes(db: senju.D
     db.close()
     with pytest.raises(senju.ClosedError):
         db.set_many(pairs + [(too_long, b"v")])
+
+
+def test_set_many_takes_an_object_with_keys_as_a_mapping() -> None:
+    """`set_many` took an object with `keys()` and `__getitem__` but no `items()` (what
+    `dict.update` and `MutableMapping.update` take as a mapping) for an iterable of pairs:
+    its `__getitem__` with 0, 1, 2, ... never raised IndexError, so the collection of
+    "pairs" never ended and the process grew until it was killed. It is now read through
+    `keys()`, as `dict.update` reads it. Run in a child with a memory limit and a time limit."""
+    out = run_child(
+        """
+        import resource, senju
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        class Keyed:
+            def keys(self):
+                return [b"a", "b"]
+            def __getitem__(self, key):
+                return b"v-" + (key if isinstance(key, bytes) else key.encode())
+        db = senju.open(None, memory=True)
+        db.set_many(Keyed())
+        print(sorted(db.items()))
+        """,
+        timeout=60,
+    )
+    assert out.strip() == "[(b'a', b'v-a'), (b'b', b'v-b')]"

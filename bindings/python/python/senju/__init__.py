@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, ItemsView, Iterable, Iterator, MutableMapping, ValuesView
-from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from ._errors import (
     ClosedError,
@@ -158,13 +158,7 @@ class Db(_NativeDb, MutableMapping[bytes, bytes]):
         **kwds: _Bytes,
     ) -> None:
         """Sets every pair of ``other`` (a mapping or pairs) and of ``kwds``, in batches."""
-        if hasattr(other, "items"):
-            self.set_many(other)  # type: ignore[arg-type]
-        elif hasattr(other, "keys"):
-            mapping: Any = other
-            self.set_many([(k, mapping[k]) for k in mapping.keys()])
-        else:
-            self.set_many(other)
+        self.set_many(other)
         if kwds:
             self.set_many(kwds)
 

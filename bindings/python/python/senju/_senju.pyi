@@ -2,6 +2,7 @@
 
 import os
 
+from _typeshed import SupportsKeysAndGetItem
 from typing_extensions import Self
 from typing import (
     Any,
@@ -10,7 +11,6 @@ from typing import (
     Iterable,
     Iterator,
     Literal,
-    Mapping,
     Optional,
     Tuple,
     TypeVar,
@@ -80,7 +80,9 @@ class Db:
     def set_many(
         self,
         pairs: Union[
-            Mapping[bytes, _Bytes], Mapping[str, _Bytes], Iterable[Tuple[_Bytes, _Bytes]]
+            SupportsKeysAndGetItem[bytes, _Bytes],
+            SupportsKeysAndGetItem[str, _Bytes],
+            Iterable[Tuple[_Bytes, _Bytes]],
         ],
     ) -> None: ...
     def remove_many(self, keys: Iterable[_Bytes]) -> int: ...
