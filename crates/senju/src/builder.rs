@@ -144,8 +144,9 @@ impl Builder {
         self
     }
 
-    /// Records you expect (optional): each shard's first index table is sized so that this
-    /// many records fit without the table growing. Tables grow with the data anyway; the
+    /// Records you expect (optional): each shard's first index table is sized so that its
+    /// share of this many records (split among the file's shards) fits without the table
+    /// growing. Tables grow with the data anyway; the
     /// hint only saves the early doublings. Not saved. A hint whose tables (about 9.2 bytes a
     /// record) would take more than half of [`max_size`](Builder::max_size) is refused with
     /// [`OpenError::InvalidOption`] when opening.
@@ -157,7 +158,8 @@ impl Builder {
     /// Rebuilds shards in the background once dead records (overwritten or removed) outweigh
     /// live ones, so a database whose keys are rewritten again and again keeps a bounded
     /// size. With `Some(bytes)`, a shard is rebuilt once its dead records take at least
-    /// `bytes / shards` bytes and at least as many bytes as its live records; the file then
+    /// `bytes / shards` bytes (the file's shards: an existing file keeps its count) and at
+    /// least as many bytes as its live records; the file then
     /// stays within about twice its live data plus `bytes` while the passes keep up. Passes
     /// are paced (after one that took `t`, none for `2 t`), unless the dead records reach 16
     /// times the larger of the live data and `bytes`: under churn faster than the passes the
@@ -203,9 +205,11 @@ impl Builder {
         self
     }
 
-    /// The per-shard threshold of [`auto_rebuild`](Builder::auto_rebuild) (0: never).
-    fn auto_rebuild_shard_min(&self) -> u64 {
-        self.auto_rebuild.map_or(0, |b| (b / u64::from(self.shards.max(1))).max(1))
+    /// The per-shard threshold of [`auto_rebuild`](Builder::auto_rebuild) (0: never) for a
+    /// file of `shards` shards (the file's count, which an existing file keeps whatever
+    /// [`shards`](Builder::shards) says).
+    fn auto_rebuild_shard_min(&self, shards: u64) -> u64 {
+        self.auto_rebuild.map_or(0, |b| (b / shards.max(1)).max(1))
     }
 
     /// Bytes of address space to reserve: [`max_size`](Builder::max_size) or the default.
@@ -213,9 +217,11 @@ impl Builder {
         self.max_size.unwrap_or(DEFAULT_MAX_SIZE)
     }
 
-    /// Slots of the first table: `capacity_hint / shards` records at most 7/8 full.
-    fn first_table_slots(&self) -> u64 {
-        let per_shard = self.capacity_hint / u64::from(self.shards.max(1));
+    /// Slots of the first table of a file of `shards` shards (the file's count, as for
+    /// [`auto_rebuild_shard_min`](Self::auto_rebuild_shard_min)): `capacity_hint / shards`
+    /// records at most 7/8 full.
+    fn first_table_slots(&self, shards: u64) -> u64 {
+        let per_shard = self.capacity_hint / shards.max(1);
         per_shard.saturating_mul(8).div_ceil(7).min(1 << 31)
     }
 
@@ -237,8 +243,8 @@ impl Builder {
         // The first tables of every shard must fit the map with room to spare: a mistyped
         // hint would otherwise allocate gigabytes of index (up to 16 GiB a shard) at the
         // first write, and in memory fault them all in.
-        let index =
-            self.first_table_slots().saturating_mul(8).saturating_mul(u64::from(self.shards));
+        let shards = u64::from(self.shards);
+        let index = self.first_table_slots(shards).saturating_mul(8).saturating_mul(shards);
         let room = self.reservation();
         if index > room / 2 {
             return Err(OpenError::InvalidOption {
@@ -360,8 +366,7 @@ fn open_file(
     shard_bits: u32,
     options: &Builder,
 ) -> Result<Db, OpenError> {
-    let (max_size, first_table_slots) = (options.reservation(), options.first_table_slots());
-    let auto_rebuild = options.auto_rebuild_shard_min();
+    let max_size = options.reservation();
     let shown = path.clone().unwrap_or_default();
     let io_err = |source| OpenError::Io { path: shown.clone(), source };
     let mut len = file.metadata().map_err(io_err)?.len();
@@ -412,6 +417,10 @@ fn open_file(
     // `close` writes the directory there through the map, where a full disk would be a
     // `SIGBUS`. Allocated now, a full disk fails this open instead.
     region.reallocate(0, header.data_start).map_err(io_err)?;
+    // Per shard of the file: an existing file keeps its shard count.
+    let file_shards = 1u64 << header.shard_bits;
+    let first_table_slots = options.first_table_slots(file_shards);
+    let auto_rebuild = options.auto_rebuild_shard_min(file_shards);
     let ctx = Ctx {
         region,
         salt: header.salt,

@@ -1320,6 +1320,22 @@ mod tests {
         assert_eq!(db.get(&1u32.to_le_bytes()).unwrap(), Some(vec![2u8; 100]));
     }
 
+    /// `auto_rebuild`'s threshold is split among the file's shards, which an existing file
+    /// keeps whatever `Builder::shards` says. It was split among the builder's (128 by
+    /// default): a 1-shard file reopened with the defaults was rebuilt once 512 KiB of its
+    /// records were dead, not 64 MiB.
+    #[test]
+    fn the_automatic_rebuild_threshold_is_split_among_the_files_shards() {
+        let dir = TempDir::new("auto-shards");
+        let path = dir.file("a.sj");
+        Builder::new().shards(1).open(&path).unwrap().close().unwrap();
+        let db = Builder::new().open(&path).unwrap();
+        assert_eq!(db.core.shards.len(), 1);
+        let auto = &db.core.ctx.auto;
+        assert!(!auto.wants((64 << 20) - 1, 0), "a shard asks for a rebuild below 64 MiB");
+        assert!(auto.wants(64 << 20, 0));
+    }
+
     /// The counting sort of a batch's plan orders it as the comparison sort does, for every
     /// size around its cut-over and for few and many shards.
     #[test]

@@ -383,6 +383,20 @@ fn capacity_hint_sizes_the_first_tables() {
     assert_eq!(plain.stats().unwrap().table_slots, 506);
 }
 
+/// `capacity_hint` is split among the file's shards, which an existing file keeps whatever
+/// `Builder::shards` says. It was split among the builder's (128 by default), so a 2-shard
+/// file reopened with the default builder sized its first tables for 1/64 of the hint.
+#[test]
+fn a_capacity_hint_is_split_among_the_files_shards_not_the_builders() {
+    let dir = TempDir::new("hint-shards");
+    let path = dir.file("h.sj");
+    Db::builder().shards(2).open(&path).unwrap().close().unwrap();
+    let db = Db::builder().capacity_hint(10_000).open(&path).unwrap();
+    db.set(b"a", b"1").unwrap();
+    // As in `capacity_hint_sizes_the_first_tables`: 5,000 records per shard.
+    assert_eq!(db.stats().unwrap().table_slots, 6138);
+}
+
 #[test]
 fn a_capacity_hint_too_large_for_the_map_is_refused() {
     // 10^12 records: about 9 TB of index tables against the 256 GiB map. It used to give
