@@ -138,7 +138,8 @@ impl Builder {
     ///
     /// The file must exist and must have been closed cleanly: a file left by a crash needs
     /// recovery, which writes, so it is refused with [`OpenError::NeedsRecovery`] (open it
-    /// once for writing to recover it). Not compatible with [`truncate`](Builder::truncate).
+    /// once for writing to recover it). Not compatible with [`truncate`](Builder::truncate)
+    /// nor with [`memory`](Builder::memory).
     pub fn read_only(mut self, yes: bool) -> Builder {
         self.read_only = yes;
         self
@@ -350,9 +351,19 @@ impl Builder {
     }
 
     /// Creates an empty database in anonymous memory: the same engine and format, nothing
-    /// written to disk, gone when the handle is dropped.
+    /// written to disk, gone when the handle is dropped. Refuses
+    /// [`read_only`](Builder::read_only) with [`OpenError::InvalidOption`]: there is nothing
+    /// to read.
     pub fn memory(self) -> Result<Db, OpenError> {
         let shard_bits = self.check()?;
+        if self.read_only {
+            return Err(OpenError::InvalidOption {
+                name: "read_only",
+                reason: "a database in memory starts empty, so a read-only one would stay \
+                         empty; open it without `read_only`"
+                    .into(),
+            });
+        }
         let file =
             file_lock::memfd().map_err(|source| OpenError::Io { path: PathBuf::new(), source })?;
         open_file(file, None, shard_bits, &self)

@@ -321,6 +321,17 @@ fn reopen_keeps_everything() {
     assert!(db.is_empty());
 }
 
+/// `read_only` asks for a handle that never writes; an in-memory database starts empty and
+/// has nothing to read. `memory()` ignored the option and handed out a writable database
+/// (Python's `Db(memory=True, readonly=True)` then said `readonly` while every write
+/// worked); it refuses it now, as `read_only` refuses `truncate`.
+#[test]
+fn a_read_only_memory_database_is_refused() {
+    let e = Db::builder().read_only(true).memory().unwrap_err();
+    assert!(matches!(e, OpenError::InvalidOption { name: "read_only", .. }), "{e}");
+    assert!(e.to_string().contains("in memory"), "{e}");
+}
+
 #[test]
 fn open_errors_are_clear() {
     let dir = TempDir::new("openerr");
