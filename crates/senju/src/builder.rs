@@ -104,8 +104,9 @@ impl Builder {
         self
     }
 
-    /// The largest the file may grow to, in bytes (1 MiB to 8 TiB). This much address space
-    /// is reserved (not allocated) at open, so the map never moves. Not saved.
+    /// The largest the file may grow to, in bytes (1 MiB to 8 TiB; a file grows in whole
+    /// pages, so up to this rounded down to 4 KiB). This much address space is reserved (not
+    /// allocated) at open, so the map never moves. Not saved.
     ///
     /// Without this option the limit is 256 GiB, or, where the process may not reserve that
     /// much address space (`ulimit -v`, valgrind), the most it can, down to what the file

@@ -870,7 +870,7 @@ impl Db {
     /// the default could not be had). A write that needs more fails with
     /// [`StorageError::Full`].
     pub fn max_size(&self) -> u64 {
-        self.core.ctx.region.reserved()
+        self.core.ctx.region.limit()
     }
 
     /// Counters (momentary; each shard is locked briefly).

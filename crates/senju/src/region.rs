@@ -46,7 +46,11 @@ const GROW_MAX_TMPFS: u64 = 64 << 20;
 /// anonymous memory there: [`Region::anonymous`]).
 pub(crate) struct Region {
     base: *mut u8,
+    /// Bytes of address space reserved at `base` (a whole number of [`GROW_STEP`]s).
     reserved: u64,
+    /// The most the file may grow to: the reservation, or the page-aligned size the caller
+    /// asked for when that is smaller (the reservation is rounded up to whole steps).
+    limit: u64,
     /// Bytes mapped and backed by the file. Only grows, under `grow`.
     mapped: AtomicU64,
     file: File,
@@ -225,7 +229,8 @@ impl Region {
     /// Reserves `reserve` bytes of address space and maps the first `len` bytes of `file`.
     /// With `shrink: true`, a smaller reservation is accepted when the process cannot have
     /// `reserve` bytes of address space (halving down to what `len` needs plus one growth
-    /// step); [`reserved`](Region::reserved) says what was had.
+    /// step); [`limit`](Region::limit) says what was had. Without `shrink`, the file
+    /// grows to `reserve` rounded down to a page at most (or stays at `len` if that is more).
     /// With `writable == false` (a file opened read-only) the map is private: the engine
     /// never writes through a read-only handle, and if a bug ever did, the write would stay
     /// in this process's memory instead of faulting or reaching the file.
@@ -240,9 +245,13 @@ impl Region {
         let floor = shrink.then(|| crate::format::align_up(len, GROW_STEP) + GROW_STEP);
         let fork_generation = crate::fork::generation().map_err(RegionError::Io)?;
         let (base, reserved) = reserve_address_space(want, floor.map(|f| f.min(want)))?;
+        let page = crate::format::PAGE;
+        let asked = (reserve & !(page - 1)).max(crate::format::align_up(len, page));
+        let limit = if shrink { reserved } else { asked.min(reserved) };
         let region = Region {
             base,
             reserved,
+            limit,
             mapped: AtomicU64::new(0),
             file,
             grow: Mutex::new(()),
@@ -284,9 +293,10 @@ impl Region {
         crate::fork::forked_since(self.fork_generation)
     }
 
-    /// Bytes of address space reserved: the most the file can grow to while mapped here.
-    pub(crate) fn reserved(&self) -> u64 {
-        self.reserved
+    /// The most the file can grow to while mapped here: the address space reserved, or the
+    /// size asked for if that is smaller (see [`new`](Region::new)).
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
     }
 
     /// Makes growth allocate the file's blocks ahead (`fallocate`), for a database file.
@@ -429,8 +439,8 @@ impl Region {
 
     #[cold]
     fn grow_to(&self, end: u64) -> Result<(), GrowError> {
-        if end > self.reserved {
-            return Err(GrowError::Full { needed: end, limit: self.reserved });
+        if end > self.limit {
+            return Err(GrowError::Full { needed: end, limit: self.limit });
         }
         let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
         let cur = self.mapped.load(Ordering::Relaxed);
@@ -438,7 +448,7 @@ impl Region {
             return Ok(());
         }
         let want = end.max(cur + cur.min(self.grow_max));
-        let new_len = crate::format::align_up(want, GROW_STEP).min(self.reserved);
+        let new_len = crate::format::align_up(want, GROW_STEP).min(self.limit);
         let new_len = self.extend_file(cur, new_len, end).map_err(GrowError::Io)?;
         self.map_range(cur, new_len).map_err(GrowError::Io)?;
         // Release pairs with the Acquire in `len`: whoever sees the new length sees the pages.
@@ -1113,7 +1123,7 @@ mod tests {
         for reserve in [3 << 20, 65 << 20, (1 << 30) + (5 << 20)] {
             let r = Region::new(memfd(), reserve, false, 0, true).unwrap();
             assert_eq!(r.base as u64 % HUGE_PAGE, 0, "reservation of {reserve} bytes");
-            assert_eq!(r.reserved(), crate::format::align_up(reserve, GROW_STEP));
+            assert_eq!(r.limit(), crate::format::align_up(reserve, GROW_STEP));
             r.ensure(reserve).unwrap();
             // SAFETY: single-threaded test; the last byte of the reservation is ours.
             unsafe { r.write(reserve - 1, b"x").unwrap() };

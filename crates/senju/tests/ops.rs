@@ -408,6 +408,33 @@ fn a_capacity_hint_is_split_among_the_files_shards_not_the_builders() {
     assert_eq!(db.stats().unwrap().table_slots, 6138);
 }
 
+/// `max_size` is the most the file may grow to. A size that is not a whole number of MiB
+/// was rounded up to one (the step of the address-space reservation), so the file grew up
+/// to a MiB less a page past it and `Db::max_size` reported more than was asked for.
+#[test]
+fn a_file_never_grows_past_max_size() {
+    let dir = TempDir::new("max-size");
+    let path = dir.file("m.sj");
+    let max = 3_000_000; // 2.86 MiB
+    let db = Db::builder().shards(1).max_size(max).open(&path).unwrap();
+    assert!(db.max_size() <= max, "max_size() is {}", db.max_size());
+    let value = vec![9u8; 100 << 10];
+    let mut written = 0u32;
+    let e = loop {
+        match db.set(&written.to_le_bytes(), &value) {
+            Ok(()) => written += 1,
+            Err(e) => break e,
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len <= max, "the file grew to {len} bytes");
+    };
+    assert!(matches!(e, StorageError::Full { limit, .. } if limit <= max), "{e}");
+    assert!(written >= 20, "only {written} values fit");
+    for i in 0..written {
+        assert_eq!(db.get(&i.to_le_bytes()).unwrap().as_deref(), Some(&value[..]));
+    }
+}
+
 #[test]
 fn a_capacity_hint_too_large_for_the_map_is_refused() {
     // 10^12 records: about 9 TB of index tables against the 256 GiB map. It used to give
