@@ -153,7 +153,8 @@ impl Cursor {
     /// more once the pairs taken hold `max_bytes` of keys and values: memory for a chunk is
     /// bounded by `max_bytes` plus one pair, however large the values (a binding's scan of
     /// values up to 1 GiB each should not copy hundreds at once). At least one pair unless
-    /// the scan is over.
+    /// the scan is over. A call that fails (a value that cannot be copied, say) hands out
+    /// nothing, and the next call starts where it started: the scan loses no key.
     ///
     /// # Panics
     ///
@@ -168,14 +169,35 @@ impl Cursor {
         let mut out = Vec::with_capacity(max.min(1024));
         let mut bytes = 0usize;
         while out.len() < max && bytes < max_bytes {
-            self.fill(db)?;
-            let Some(key) = self.keys.pop_front() else { break };
-            if let Some(value) = db.get(&key)? {
-                bytes = bytes.saturating_add(key.len() + value.len());
-                out.push((key, value));
+            if let Err(e) = self.fill(db) {
+                self.give_back(out);
+                return Err(e);
+            }
+            let Some(key) = self.keys.front() else { break };
+            match db.get(key) {
+                Ok(found) => {
+                    let key = self.keys.pop_front().expect("looked at above");
+                    if let Some(value) = found {
+                        bytes = bytes.saturating_add(key.len() + value.len());
+                        out.push((key, value));
+                    }
+                }
+                Err(e) => {
+                    self.give_back(out);
+                    return Err(e);
+                }
             }
         }
         Ok(out)
+    }
+
+    /// Puts the keys of `pairs`, taken by a call that then failed, back at the front of the
+    /// queue in their order: the next call hands them out again (a failed call hands out
+    /// nothing, and the scan loses no key).
+    fn give_back(&mut self, pairs: Vec<(Vec<u8>, Vec<u8>)>) {
+        for (key, _) in pairs.into_iter().rev() {
+            self.keys.push_front(key);
+        }
     }
 
     /// Copies the keys of the next non-empty shard when none are left.
@@ -239,5 +261,38 @@ mod tests {
         seen.dedup();
         assert_eq!(n, seen.len(), "{} keys handed out twice", n - seen.len());
         assert_eq!(n, 100);
+    }
+
+    /// A `next_pairs` call that fails on a value (one that cannot be copied: here a damaged
+    /// record, repaired afterwards; in use, a value too large for the memory left) must leave
+    /// the keys it had not handed out to the next call. It had taken them off the queue: the
+    /// pairs read before the failure and the failed key were lost to the scan.
+    #[test]
+    fn a_failed_value_read_loses_no_key() {
+        let db = Builder::new().shards(1).memory().unwrap();
+        for i in 0..100u32 {
+            db.set(&i.to_be_bytes(), b"v").unwrap();
+        }
+        let offsets = db.shards()[0].writer(db.ctx()).unwrap().live_offsets().unwrap();
+        let victim = offsets[50];
+        let len = crate::table::record_at(&db.ctx().region, victim).unwrap().len;
+        let sum = db.ctx().region.atomic_u8(victim + len - 1).unwrap();
+        let mut cursor = db.cursor();
+        let mut seen = cursor.next_pairs(&db, 10).unwrap();
+        sum.fetch_xor(0xff, Ordering::Relaxed);
+        assert!(cursor.next_pairs(&db, 1000).is_err(), "the damaged value was read");
+        sum.fetch_xor(0xff, Ordering::Relaxed);
+        loop {
+            let pairs = cursor.next_pairs(&db, 1000).unwrap();
+            if pairs.is_empty() {
+                break;
+            }
+            seen.extend(pairs);
+        }
+        let n = seen.len();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(n, seen.len(), "pairs handed out twice");
+        assert_eq!(n, 100, "{} keys lost", 100 - n);
     }
 }
