@@ -1,5 +1,6 @@
 //! The database handle and its operations.
 
+use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -819,8 +820,9 @@ impl Db {
 
     /// [`rebuild`](Db::rebuild), calling `progress(done, total)` after each shard is copied
     /// (`total` is the number of shards; the syncs and the commit follow the last call).
-    /// For progress bars on large databases. `progress` must not close this database (the
-    /// close would wait for this rebuild). If it panics, the rebuild stops before its commit
+    /// For progress bars on large databases. A `rebuild` or `close` of this database called
+    /// from `progress` would wait for this rebuild: it fails with
+    /// [`StorageError::Reentrant`] instead. If `progress` panics, the rebuild stops before its commit
     /// and the panic goes on: no record is lost, and the old chunks of the shards copied so
     /// far are dead space for the next rebuild to free.
     pub fn rebuild_with_progress(&self, progress: impl FnMut(u64, u64)) -> Result<()> {
@@ -845,7 +847,7 @@ impl Db {
     /// ```
     pub fn rebuild_until(&self, stop: &AtomicBool, progress: impl FnMut(u64, u64)) -> Result<bool> {
         self.writable()?;
-        if self.core.ctx.epochs.pinned_here() {
+        if self.core.ctx.epochs.pinned_here() || self.core.rebuilding_here() {
             return Err(StorageError::Reentrant { call: "rebuild" });
         }
         let closing = &self.core.closing;
@@ -917,7 +919,7 @@ impl Db {
             self.core.ctx.auto.forget_thread();
             return Ok(());
         }
-        if self.core.ctx.epochs.pinned_here() {
+        if self.core.ctx.epochs.pinned_here() || self.core.rebuilding_here() {
             return Err(StorageError::Reentrant { call: "close" });
         }
         let mut done = self.close_done.lock().unwrap_or_else(|e| e.into_inner());
@@ -1078,6 +1080,30 @@ fn copy_out(bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+thread_local! {
+    /// The database (the address of its [`Core`]) whose rebuild the calling thread runs; 0:
+    /// none. A `rebuild` or `close` of that database from inside it (the `progress` callback)
+    /// would wait for the rebuild, which waits for the callback.
+    static REBUILDING_HERE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks the calling thread as running a rebuild of one database while it lives; the mark
+/// it replaced (a rebuild of another database, from whose callback this one was called)
+/// comes back when it is dropped, by a return or a panic.
+struct RebuildingHere(usize);
+
+impl RebuildingHere {
+    fn mark(core: &Core) -> RebuildingHere {
+        RebuildingHere(REBUILDING_HERE.replace(std::ptr::from_ref(core) as usize))
+    }
+}
+
+impl Drop for RebuildingHere {
+    fn drop(&mut self) {
+        REBUILDING_HERE.set(self.0);
+    }
+}
+
 /// What one run of [`Core::rebuild`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Pass {
@@ -1090,6 +1116,12 @@ struct Pass {
 }
 
 impl Core {
+    /// Whether the calling thread is running a rebuild of this database (and so is inside its
+    /// `progress` callback, the only code of the caller's that a rebuild runs).
+    fn rebuilding_here(&self) -> bool {
+        REBUILDING_HERE.get() == std::ptr::from_ref(self) as usize
+    }
+
     /// Hands the compactions of a rebuild that stops before its commit (an error, a panic of
     /// its progress callback) back to their shards: nothing is committed, so each shard keeps
     /// its old chunks (valid on disk, behind their copies) as dead space for a later rebuild
@@ -1123,6 +1155,7 @@ impl Core {
         stopped: &dyn Fn() -> bool,
     ) -> Result<Pass> {
         let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
+        let _here = RebuildingHere::mark(self);
         let total = self.shards.len() as u64;
         let mut work = Vec::new();
         for (id, shard) in self.shards.iter().enumerate() {

@@ -207,7 +207,8 @@ pub enum StorageError {
     },
     /// A call that waits for the database's readers, made by a thread that is one of them
     /// (it holds an [`Iter`](crate::Iter), or runs inside a
-    /// [`get_with`](crate::Db::get_with) closure): it would wait for itself forever.
+    /// [`get_with`](crate::Db::get_with) closure), or that waits for a rebuild, made from
+    /// that rebuild's `progress` callback: it would wait for itself forever.
     Reentrant {
         /// The call refused: `"rebuild"` or `"close"`.
         call: &'static str,
@@ -272,10 +273,10 @@ impl fmt::Display for StorageError {
             ),
             StorageError::Reentrant { call } => write!(
                 f,
-                "`{call}` was called by a thread that is reading the database (it holds an \
-                 iterator, or runs inside a `get_with` or `get_many_with` closure) and would \
-                 wait for that read to end; call it after the iterator is dropped or the \
-                 closure has returned"
+                "`{call}` was called by a thread that it would wait for: one that is reading \
+                 the database (it holds an iterator, or runs inside a `get_with` or \
+                 `get_many_with` closure) or runs a rebuild's `progress` callback; call it \
+                 after the iterator is dropped, or the closure or callback has returned"
             ),
         }
     }

@@ -566,6 +566,31 @@ fn rebuild_runs_beside_readers_and_writers() {
     });
 }
 
+/// A rebuild's `progress` callback that calls `rebuild` or `close` on the same database gets
+/// `Reentrant`: both wait for the rebuild in progress, which waits for the callback. Both
+/// hung (on the rebuild lock, which the same thread held).
+#[test]
+fn rebuild_or_close_inside_a_rebuilds_progress_fails_instead_of_hanging() {
+    let db = Db::builder().shards(2).memory().unwrap();
+    db.set(b"k", b"v").unwrap();
+    let mut calls = 0;
+    db.rebuild_with_progress(|_, _| {
+        calls += 1;
+        let e = db.rebuild().unwrap_err();
+        assert!(matches!(e, StorageError::Reentrant { call: "rebuild" }), "{e}");
+        let e = db.close().unwrap_err();
+        assert!(matches!(e, StorageError::Reentrant { call: "close" }), "{e}");
+    })
+    .unwrap();
+    assert_eq!(calls, 2);
+    // Another database may be rebuilt (and closed) from inside.
+    let other = Db::memory().unwrap();
+    db.rebuild_with_progress(|_, _| other.rebuild().unwrap()).unwrap();
+    db.rebuild_with_progress(|_, _| other.close().unwrap()).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+}
+
 #[test]
 fn rebuild_reports_progress_shard_by_shard() {
     each_engine(|db| {
