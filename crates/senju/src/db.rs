@@ -1104,6 +1104,13 @@ impl Drop for RebuildingHere {
     }
 }
 
+/// Which old chunks of a rebuild went to the free space (see [`Core::finish`]).
+#[derive(Debug, Default)]
+struct Freed {
+    unpromised: bool,
+    promised: bool,
+}
+
 /// What one run of [`Core::rebuild`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Pass {
@@ -1205,6 +1212,39 @@ impl Core {
                 to.push((*id, r.off, r.len));
             }
         }
+        let mut freed = Freed::default();
+        let finished = self.finish(&work, &unpromised, &promised, stopped, &mut pass, &mut freed);
+        if let Err(e) = finished {
+            // The old chunks not freed yet go back to their shards as dead chunks (valid on
+            // disk, or void once the commit was written, or zeroed: dead in every case), for
+            // a later rebuild to free; left out of every shard's list, their space would be
+            // lost to this handle, and the shards' dead bytes would not count it.
+            let work = work.into_iter().map(|(id, mut c)| {
+                let done = [(freed.unpromised, &unpromised), (freed.promised, &promised)];
+                for (_, list) in done.into_iter().filter(|(done, _)| *done) {
+                    c.old_chunks.retain(|_, r| !list.contains(&(id, r.off, r.len)));
+                }
+                (id, c)
+            });
+            self.abandon(work.collect());
+            return Err(e);
+        }
+        Ok(pass)
+    }
+
+    /// [`rebuild`](Self::rebuild) from the wait for readers on: zero and free the old chunks
+    /// of `work` (`unpromised` before the commit, `promised` after it) and commit. `freed`
+    /// says which of the two lists went to the free space.
+    fn finish(
+        &self,
+        work: &[(usize, Compacted)],
+        unpromised: &[(usize, u64, u64)],
+        promised: &[(usize, u64, u64)],
+        stopped: &dyn Fn() -> bool,
+        pass: &mut Pass,
+        freed: &mut Freed,
+    ) -> Result<()> {
+        let file = self.path.is_some();
         // Readers that could still hold a reference into the old chunks pinned before the
         // tables were swapped; wait them out before any old space is zeroed.
         let e = self.ctx.epochs.retire();
@@ -1217,7 +1257,7 @@ impl Core {
             std::thread::yield_now();
         }
         if waited {
-            self.zero(&unpromised)?;
+            self.zero(unpromised)?;
             if crate::testing::ABORT_AFTER_EARLY_ZERO.load(Ordering::Relaxed) {
                 std::process::abort();
             }
@@ -1225,7 +1265,7 @@ impl Core {
             // The tables the copies replaced are past their grace period too: free them now,
             // not at each shard's next allocation, so the rest of the rebuild (and whatever
             // writes next) can use their space.
-            for (id, _) in &work {
+            for (id, _) in work {
                 if let Ok(mut w) = self.shards[*id].writer(&self.ctx) {
                     w.reclaim();
                 }
@@ -1237,29 +1277,31 @@ impl Core {
             self.ctx.region.sync_all()?;
         }
         if waited {
-            self.free(&unpromised);
+            self.free(unpromised);
+            freed.unpromised = true;
         }
         // (2) Commit: each shard's copy voids its older chunks.
-        for (id, c) in &work {
+        for (id, c) in work {
             self.shards[*id].writer(&self.ctx)?.commit(c)?;
         }
         self.sync_hard_if_file()?;
         if !waited {
             // Stopped while readers held the old chunks: they are void on disk, and the next
             // open frees them.
-            return Ok(pass);
+            return Ok(());
         }
         // (3) The promised chunks, void on disk since (2): zero them, and make the zeros
         // durable before any new record lands there.
         if !promised.is_empty() {
-            self.zero(&promised)?;
+            self.zero(promised)?;
             if file {
                 self.ctx.region.sync_all()?;
             }
-            self.free(&promised);
+            self.free(promised);
+            freed.promised = true;
             pass.freed_after_commit = promised.iter().map(|e| e.2).sum();
         }
-        Ok(pass)
+        Ok(())
     }
 
     /// Zeroes `(shard, offset, length)` extents
@@ -1367,6 +1409,25 @@ mod tests {
         let auto = &db.core.ctx.auto;
         assert!(!auto.wants((64 << 20) - 1, 0), "a shard asks for a rebuild below 64 MiB");
         assert!(auto.wants(64 << 20, 0));
+    }
+
+    /// A rebuild that fails after its copies were made (here at its first sync; a failed
+    /// zeroing takes the same path) hands the old chunks back to their shards as dead ones.
+    /// It dropped them: their space was lost to the handle, and no shard counted it as dead,
+    /// so no later rebuild could free it.
+    #[test]
+    fn a_rebuild_that_fails_after_copying_keeps_its_old_chunks() {
+        let dir = TempDir::new("rebuild-fails");
+        let db = Builder::new().shards(4).auto_rebuild(None).open(dir.file("f.sj")).unwrap();
+        fill(&db, 1);
+        fill(&db, 2);
+        let before = chunk_bytes(&db);
+        db.core.ctx.region.record_sync_failure(std::io::Error::from_raw_os_error(libc::EIO));
+        assert!(db.rebuild().is_err());
+        let after = chunk_bytes(&db);
+        assert!(after > before, "{before} bytes of chunks before the rebuild, {after} after");
+        let dead = db.stats().unwrap().dead_bytes;
+        assert!(dead >= before, "{dead} bytes dead, {before} in the old chunks");
     }
 
     /// The counting sort of a batch's plan orders it as the comparison sort does, for every
