@@ -122,7 +122,8 @@ impl Cursor {
         Cursor { salt: db.ctx().salt, next_shard: 0, keys: Default::default() }
     }
 
-    /// Whether the scan has handed out every key.
+    /// Whether the scan has handed out every key (true once the last one is out, or once a
+    /// call came back empty).
     pub fn is_done(&self) -> bool {
         self.keys.is_empty() && self.next_shard == usize::MAX
     }
@@ -136,7 +137,9 @@ impl Cursor {
     pub fn next_keys(&mut self, db: &Db, max: usize) -> Result<Vec<Vec<u8>>> {
         self.fill(db)?;
         let n = max.max(1).min(self.keys.len());
-        Ok(self.keys.drain(..n).collect())
+        let keys = self.keys.drain(..n).collect();
+        self.pass_empty_shards(db);
+        Ok(keys)
     }
 
     /// Up to `max` more `(key, value)` pairs (an empty `Vec` means the end). Keys removed
@@ -188,7 +191,26 @@ impl Cursor {
                 }
             }
         }
+        self.pass_empty_shards(db);
         Ok(out)
+    }
+
+    /// Once every copied key is handed out, moves past the shards that hold no record now
+    /// (their count, read without a lock) and marks the scan over if no shard is left, so
+    /// that [`is_done`](Self::is_done) says so as soon as the last key is out. A shard passed
+    /// here may get records later, as a scan may miss keys set meanwhile; a key present for
+    /// the whole scan keeps its shard from being passed.
+    fn pass_empty_shards(&mut self, db: &Db) {
+        if !self.keys.is_empty() || self.next_shard == usize::MAX {
+            return;
+        }
+        let shards = db.shards();
+        while shards.get(self.next_shard).is_some_and(|s| s.len() == 0) {
+            self.next_shard += 1;
+        }
+        if self.next_shard >= shards.len() {
+            self.next_shard = usize::MAX;
+        }
     }
 
     /// Puts the keys of `pairs`, taken by a call that then failed, back at the front of the
@@ -294,5 +316,26 @@ mod tests {
         seen.dedup();
         assert_eq!(n, seen.len(), "pairs handed out twice");
         assert_eq!(n, 100, "{} keys lost", 100 - n);
+    }
+
+    /// `is_done` says whether the scan has handed out every key: true once the last key is
+    /// out, not only after a further call came back empty (a pager asking it whether to
+    /// offer another page offered an empty one). Shards left empty at the end do not count.
+    #[test]
+    fn is_done_once_the_last_key_is_handed_out() {
+        let db = Builder::new().shards(64).memory().unwrap();
+        db.set(b"only", b"v").unwrap();
+        let mut cursor = db.cursor();
+        assert!(!cursor.is_done());
+        assert_eq!(cursor.next_keys(&db, 10).unwrap(), [b"only".to_vec()]);
+        assert!(cursor.is_done(), "every key was handed out");
+        assert!(cursor.next_keys(&db, 10).unwrap().is_empty());
+        let mut cursor = db.cursor();
+        assert_eq!(cursor.next_pairs(&db, 10).unwrap().len(), 1);
+        assert!(cursor.is_done(), "every pair was handed out");
+        let empty = Builder::new().shards(4).memory().unwrap();
+        let mut cursor = empty.cursor();
+        assert!(cursor.next_keys(&empty, 10).unwrap().is_empty());
+        assert!(cursor.is_done());
     }
 }
