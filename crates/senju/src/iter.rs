@@ -74,7 +74,11 @@ impl Iterator for Iter<'_> {
         let off = self.offsets[self.pos];
         self.pos += 1;
         let item = self.db.pair_at(off);
-        self.failed = item.is_err();
+        if item.is_err() {
+            // Nothing more comes: let go of the pin, which holds back rebuilds and `close`.
+            self.pin = None;
+            self.failed = true;
+        }
         Some(item)
     }
 }
@@ -316,6 +320,27 @@ mod tests {
         seen.dedup();
         assert_eq!(n, seen.len(), "pairs handed out twice");
         assert_eq!(n, 100, "{} keys lost", 100 - n);
+    }
+
+    /// An `Iter` that has stopped on an error (a value that cannot be copied, a damaged
+    /// record) lets go of its pin: it yields nothing more, and the pin held back every
+    /// rebuild and `close` until it was dropped (here the same thread's `close` failed with
+    /// `Reentrant`; on another thread it waited).
+    #[test]
+    fn an_iterator_stopped_by_an_error_holds_no_pin() {
+        let db = Builder::new().shards(1).memory().unwrap();
+        for i in 0..10u32 {
+            db.set(&i.to_be_bytes(), b"v").unwrap();
+        }
+        let offsets = db.shards()[0].writer(db.ctx()).unwrap().live_offsets().unwrap();
+        let len = crate::table::record_at(&db.ctx().region, offsets[3]).unwrap().len;
+        db.ctx().region.atomic_u8(offsets[3] + len - 1).unwrap().fetch_xor(0xff, Ordering::Relaxed);
+        let mut iter = db.iter();
+        assert!(iter.by_ref().any(|item| item.is_err()), "the damaged record was read");
+        assert!(iter.next().is_none());
+        db.rebuild().expect_err("the damaged record is not copied");
+        db.close().unwrap();
+        drop(iter);
     }
 
     /// `is_done` says whether the scan has handed out every key: true once the last key is
