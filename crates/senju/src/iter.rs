@@ -253,7 +253,41 @@ impl Cursor {
 mod tests {
     use std::sync::atomic::Ordering;
 
-    use crate::Builder;
+    use crate::{Builder, Db};
+
+    /// A one-shard database of `n` keys, and the offset of the last checksum byte of the
+    /// record at place `victim` in the shard's live offsets.
+    fn db_with_a_victim(n: u32, victim: usize) -> (Db, u64) {
+        let db = Builder::new().shards(1).memory().unwrap();
+        for i in 0..n {
+            db.set(&i.to_be_bytes(), b"v").unwrap();
+        }
+        let offsets = db.shards()[0].writer(db.ctx()).unwrap().live_offsets().unwrap();
+        let len = crate::table::record_at(&db.ctx().region, offsets[victim]).unwrap().len;
+        (db, offsets[victim] + len - 1)
+    }
+
+    /// Flips every bit of the byte at `at` (damaging, or repairing, a checksum).
+    fn flip(db: &Db, at: u64) {
+        db.ctx().region.atomic_u8(at).unwrap().fetch_xor(0xff, Ordering::Relaxed);
+    }
+
+    /// Calls `next` until it gives an empty step; asserts that no item came twice and
+    /// returns how many came (with `seen`'s first).
+    fn drain<T: Ord>(mut seen: Vec<T>, mut next: impl FnMut() -> Vec<T>) -> usize {
+        loop {
+            let step = next();
+            if step.is_empty() {
+                break;
+            }
+            seen.extend(step);
+        }
+        let n = seen.len();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(n, seen.len(), "{} handed out twice", n - seen.len());
+        n
+    }
 
     /// A cursor whose copy of a shard's keys fails midway (a key that cannot be read: here a
     /// damaged record, repaired afterwards; in use, a copy that cannot be allocated) must not
@@ -261,32 +295,13 @@ mod tests {
     /// handed them out, and then copied the whole shard again: those keys came twice.
     #[test]
     fn a_failed_shard_copy_hands_out_no_key_twice() {
-        let db = Builder::new().shards(1).memory().unwrap();
-        for i in 0..100u32 {
-            db.set(&i.to_be_bytes(), b"v").unwrap();
-        }
-        let offsets = db.shards()[0].writer(db.ctx()).unwrap().live_offsets().unwrap();
-        let victim = offsets[50];
-        let len = crate::table::record_at(&db.ctx().region, victim).unwrap().len;
+        let (db, sum) = db_with_a_victim(100, 50);
         // The record's last checksum byte, flipped (and later flipped back).
-        let sum = db.ctx().region.atomic_u8(victim + len - 1).unwrap();
-        sum.fetch_xor(0xff, Ordering::Relaxed);
+        flip(&db, sum);
         let mut cursor = db.cursor();
         assert!(cursor.next_keys(&db, 1000).is_err(), "the damaged record was read");
-        sum.fetch_xor(0xff, Ordering::Relaxed);
-        let mut seen = Vec::new();
-        loop {
-            let keys = cursor.next_keys(&db, 1000).unwrap();
-            if keys.is_empty() {
-                break;
-            }
-            seen.extend(keys);
-        }
-        let n = seen.len();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(n, seen.len(), "{} keys handed out twice", n - seen.len());
-        assert_eq!(n, 100);
+        flip(&db, sum);
+        assert_eq!(drain(Vec::new(), || cursor.next_keys(&db, 1000).unwrap()), 100);
     }
 
     /// A `next_pairs` call that fails on a value (one that cannot be copied: here a damaged
@@ -295,30 +310,13 @@ mod tests {
     /// pairs read before the failure and the failed key were lost to the scan.
     #[test]
     fn a_failed_value_read_loses_no_key() {
-        let db = Builder::new().shards(1).memory().unwrap();
-        for i in 0..100u32 {
-            db.set(&i.to_be_bytes(), b"v").unwrap();
-        }
-        let offsets = db.shards()[0].writer(db.ctx()).unwrap().live_offsets().unwrap();
-        let victim = offsets[50];
-        let len = crate::table::record_at(&db.ctx().region, victim).unwrap().len;
-        let sum = db.ctx().region.atomic_u8(victim + len - 1).unwrap();
+        let (db, sum) = db_with_a_victim(100, 50);
         let mut cursor = db.cursor();
-        let mut seen = cursor.next_pairs(&db, 10).unwrap();
-        sum.fetch_xor(0xff, Ordering::Relaxed);
+        let seen = cursor.next_pairs(&db, 10).unwrap();
+        flip(&db, sum);
         assert!(cursor.next_pairs(&db, 1000).is_err(), "the damaged value was read");
-        sum.fetch_xor(0xff, Ordering::Relaxed);
-        loop {
-            let pairs = cursor.next_pairs(&db, 1000).unwrap();
-            if pairs.is_empty() {
-                break;
-            }
-            seen.extend(pairs);
-        }
-        let n = seen.len();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(n, seen.len(), "pairs handed out twice");
+        flip(&db, sum);
+        let n = drain(seen, || cursor.next_pairs(&db, 1000).unwrap());
         assert_eq!(n, 100, "{} keys lost", 100 - n);
     }
 
@@ -328,13 +326,8 @@ mod tests {
     /// `Reentrant`; on another thread it waited).
     #[test]
     fn an_iterator_stopped_by_an_error_holds_no_pin() {
-        let db = Builder::new().shards(1).memory().unwrap();
-        for i in 0..10u32 {
-            db.set(&i.to_be_bytes(), b"v").unwrap();
-        }
-        let offsets = db.shards()[0].writer(db.ctx()).unwrap().live_offsets().unwrap();
-        let len = crate::table::record_at(&db.ctx().region, offsets[3]).unwrap().len;
-        db.ctx().region.atomic_u8(offsets[3] + len - 1).unwrap().fetch_xor(0xff, Ordering::Relaxed);
+        let (db, sum) = db_with_a_victim(10, 3);
+        flip(&db, sum);
         let mut iter = db.iter();
         assert!(iter.by_ref().any(|item| item.is_err()), "the damaged record was read");
         assert!(iter.next().is_none());
