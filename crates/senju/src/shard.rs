@@ -382,6 +382,36 @@ impl Shard {
         }
     }
 
+    /// [`prefetch`](Self::prefetch) for a reader that will also ask for the record
+    /// ([`prefetch_record`](Self::prefetch_record)): returns the table it looked in and where.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, ctx: &Ctx, hash: u64) -> (u64, table::Asked) {
+        // Relaxed: as in `prefetch`.
+        let word = self.table.load(Ordering::Relaxed);
+        match TableRef::unpack(word) {
+            Some(t) => (word, table::prefetch_slot(&ctx.region, t, hash)),
+            None => (0, table::Asked::default()),
+        }
+    }
+
+    /// Asks the CPU to start loading the record of `hash` whose slot
+    /// [`prefetch_slot`](Self::prefetch_slot) asked for in the table `word`, if that table
+    /// is still the shard's (see [`table::prefetch_record`]); whether a slot with the key's
+    /// tag was found. The caller is pinned, so a table still current here is not reused
+    /// while its slots are read.
+    #[inline]
+    pub(crate) fn prefetch_record(
+        &self,
+        ctx: &Ctx,
+        (word, at): (u64, table::Asked),
+        hash: u64,
+    ) -> bool {
+        // Relaxed: only a hint is read through the table; the pin keeps its space alive.
+        word != 0
+            && self.table.load(Ordering::Relaxed) == word
+            && table::prefetch_record(&ctx.region, at, hash)
+    }
+
     /// Takes the shard's writer lock; fails with `Closed` once the database is closed.
     ///
     /// Callers check for a fork first (`Db::route_index`, `Db::writable`, the scans): in a

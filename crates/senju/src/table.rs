@@ -70,6 +70,55 @@ pub(crate) fn prefetch(region: &Region, t: TableRef, hash: u64) {
     region.prefetch(t.chunk + CHUNK_HEADER_LEN + pos * 8);
 }
 
+/// How many slots from the home slot on [`prefetch_record`] looks at for the key's tag.
+const PREFETCH_PROBE: u64 = 4;
+
+/// Where [`prefetch`] asked for the home slot of a key: what [`prefetch_record`] needs to
+/// look at it again without recomputing it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Asked {
+    /// The byte offset of the home slot.
+    slot: u64,
+    /// The byte offset just past the table's last slot.
+    end: u64,
+}
+
+/// [`prefetch`], returning where the slot is.
+#[inline]
+pub(crate) fn prefetch_slot(region: &Region, t: TableRef, hash: u64) -> Asked {
+    let first = t.chunk + CHUNK_HEADER_LEN;
+    let slot = first + home(hash, t.slots() as usize) as u64 * 8;
+    region.prefetch(slot);
+    Asked { slot, end: first + t.slots() * 8 }
+}
+
+/// Starts loading the record of the entry for `hash` whose home slot [`prefetch_slot`]
+/// asked for (the table must still be the one it was asked in, and the caller pinned, so
+/// that the table's space is not reused meanwhile): the first of the slots from the home
+/// slot on (at most [`PREFETCH_PROBE`], up to an empty one) whose tag is the hash's names
+/// it. The second stage of a batch's prefetch, run some keys after the first, when the slot
+/// is usually in the cache. A hint: the slot may change meanwhile or belong to another key
+/// with the same tag, which costs only a wasted load; the record is read and checked later
+/// by [`find`] as for any get. Returns whether a slot with the tag was found.
+#[inline]
+pub(crate) fn prefetch_record(region: &Region, at: Asked, hash: u64) -> bool {
+    let count = (at.end.saturating_sub(at.slot) / 8).min(PREFETCH_PROBE);
+    let Some(slots) = region.atomic_u64s(at.slot, count) else { return false };
+    let want = tag(hash);
+    for slot in slots {
+        // Relaxed: nothing is read through this load; the record is only prefetched.
+        let s = slot.load(Ordering::Relaxed);
+        if s == 0 {
+            return false;
+        }
+        if s != TOMBSTONE && format::slot_hash_bits(s) == want {
+            region.prefetch(format::slot_offset(s));
+            return true;
+        }
+    }
+    false
+}
+
 /// Reads the record at `off`: bounds-checked, lengths checked, checksum not yet verified.
 pub(crate) fn record_at(region: &Region, off: u64) -> Result<Record<'_>> {
     let bad = |what| StorageError::Corrupted { offset: off, what };
