@@ -261,12 +261,24 @@ impl Db {
         self.core.ctx.region.check_fork()
     }
 
-    /// Fails with `Forked` in a child of `fork`, and with `ReadOnly` on a read-only handle
-    /// (checked before any write that does not go through [`route_index`](Db::route_index)).
+    /// Fails with `Closed` on a closed handle, with `Forked` in a child of `fork`, and with
+    /// `ReadOnly` on a read-only handle (checked before any write that does not go through
+    /// [`route_index`](Db::route_index)).
     #[inline]
     fn writable(&self) -> Result<()> {
-        self.core.ctx.region.check_fork()?;
+        self.check_open()?;
         self.writable_routed()
+    }
+
+    /// Fails with `Closed` once the handle is closed, else with `Forked` in a child of
+    /// `fork`: in that order, as [`route_index`](Db::route_index) checks, so that every call
+    /// on a closed handle says `Closed`.
+    #[inline]
+    fn check_open(&self) -> Result<()> {
+        if self.core.ctx.closed.load(Ordering::Relaxed) {
+            return Err(StorageError::Closed);
+        }
+        self.core.ctx.region.check_fork()
     }
 
     /// [`writable`](Db::writable) after [`route_index`](Db::route_index), which checked for a
@@ -329,10 +341,7 @@ impl Db {
     /// open).
     #[inline]
     fn route_index(&self, key: &[u8]) -> Result<(u64, u32)> {
-        if self.core.ctx.closed.load(Ordering::Relaxed) {
-            return Err(StorageError::Closed);
-        }
-        self.core.ctx.region.check_fork()?;
+        self.check_open()?;
         check_key(key)?;
         let hash = format::key_hash(key, self.core.ctx.salt);
         // At most 16 shard bits (`Header::MAX_SHARD_BITS`), so the index fits a u32.
@@ -827,10 +836,7 @@ impl Db {
     /// Makes every write that returned before this call durable to the given degree. Runs
     /// concurrently with writers; for an in-memory database it does nothing.
     pub fn sync(&self, durability: Durability) -> Result<()> {
-        if self.core.ctx.closed.load(Ordering::Relaxed) {
-            return Err(StorageError::Closed);
-        }
-        self.core.ctx.region.check_fork()?;
+        self.check_open()?;
         if self.core.path.is_none() || self.read_only {
             return Ok(());
         }
@@ -926,7 +932,7 @@ impl Db {
 
     /// Counters (momentary; each shard is locked briefly).
     pub fn stats(&self) -> Result<Stats> {
-        self.core.ctx.region.check_fork()?;
+        self.check_open()?;
         let mut s = Stats {
             shards: self.core.shards.len() as u64,
             file_bytes: self.core.ctx.file_end.load(Ordering::Relaxed),

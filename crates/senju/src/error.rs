@@ -133,7 +133,8 @@ impl fmt::Display for OpenError {
             }
             OpenError::NotFound { path } => write!(
                 f,
-                "{} does not exist; allow creating it with `Builder::create(true)`",
+                "{} does not exist; a writable open creates it with `Builder::create(true)` (a \
+                 read-only open never creates a file)",
                 path.display()
             ),
             OpenError::Io { path, source } => {

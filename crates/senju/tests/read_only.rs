@@ -65,6 +65,28 @@ fn every_write_is_refused() {
     assert_eq!(db.len(), 9);
 }
 
+/// A closed read-only handle says `Closed` to every call, writes included. Before, `clear`
+/// and `rebuild` said `ReadOnly` there (they checked for writing before checking for a
+/// close), while `set` and the batches said `Closed`.
+#[test]
+fn a_closed_read_only_handle_says_closed() {
+    let dir = TempDir::new("ro-closed");
+    let path = dir.file("c.sj");
+    filled(&path, 10);
+    let db = Db::builder().read_only(true).open(&path).unwrap();
+    db.close().unwrap();
+    let closed = |what: &str, r: Result<(), StorageError>| {
+        assert!(matches!(r, Err(StorageError::Closed)), "{what}: {r:?}");
+    };
+    closed("set", db.set(b"k1", b"x"));
+    closed("set_many", db.set_many(&[(b"a", b"b"), (b"c", b"d")]));
+    closed("clear", db.clear());
+    closed("rebuild", db.rebuild());
+    closed("stats", db.stats().map(drop));
+    closed("get", db.get(b"k1").map(drop));
+    closed("sync", db.sync(Durability::Hard));
+}
+
 #[test]
 fn readers_wait_for_writers_and_need_a_clean_file() {
     let dir = TempDir::new("ro-writer");
@@ -93,6 +115,9 @@ fn read_only_open_errors() {
     let dir = TempDir::new("ro-errors");
     let e = Db::builder().read_only(true).open(dir.file("missing.sj")).unwrap_err();
     assert!(matches!(e, OpenError::NotFound { .. }), "{e}");
+    // The advice to create it says that only a writable open does (it used to read as if
+    // `create(true)` would make this read-only open work).
+    assert!(e.to_string().contains("a read-only open never creates a file"), "{e}");
     let path = dir.file("t.sj");
     filled(&path, 1);
     let e = Db::builder().read_only(true).truncate(true).open(&path).unwrap_err();
