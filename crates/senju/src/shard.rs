@@ -406,9 +406,10 @@ impl Shard {
         (word, at): (u64, table::Asked),
         hash: u64,
     ) -> bool {
-        // Relaxed: only a hint is read through the table; the pin keeps its space alive.
+        // SeqCst, as in `get`: with the caller's epoch pin, orders this load after the pin,
+        // so a table still current here is not reused while its slots are read (`epoch.rs`).
         word != 0
-            && self.table.load(Ordering::Relaxed) == word
+            && self.table.load(Ordering::SeqCst) == word
             && table::prefetch_record(&ctx.region, at, hash)
     }
 
