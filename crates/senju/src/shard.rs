@@ -386,7 +386,7 @@ impl Shard {
     /// ([`prefetch_record`](Self::prefetch_record)): returns the table it looked in and where.
     #[inline]
     pub(crate) fn prefetch_slot(&self, ctx: &Ctx, hash: u64) -> (u64, table::Asked) {
-        // Relaxed: as in `prefetch`.
+        // Relaxed: nothing is read through this load, the slot is only prefetched.
         let word = self.table.load(Ordering::Relaxed);
         match TableRef::unpack(word) {
             Some(t) => (word, table::prefetch_slot(&ctx.region, t, hash)),

@@ -73,8 +73,8 @@ pub(crate) fn prefetch(region: &Region, t: TableRef, hash: u64) {
 /// How many slots from the home slot on [`prefetch_record`] looks at for the key's tag.
 const PREFETCH_PROBE: u64 = 4;
 
-/// Where [`prefetch`] asked for the home slot of a key: what [`prefetch_record`] needs to
-/// look at it again without recomputing it.
+/// Where [`prefetch_slot`] asked for the home slot of a key: what [`prefetch_record`] needs
+/// to look at it again without recomputing it.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Asked {
     /// The byte offset of the home slot.
@@ -86,10 +86,10 @@ pub(crate) struct Asked {
 /// [`prefetch`], returning where the slot is.
 #[inline]
 pub(crate) fn prefetch_slot(region: &Region, t: TableRef, hash: u64) -> Asked {
-    let first = t.chunk + CHUNK_HEADER_LEN;
-    let slot = first + home(hash, t.slots() as usize) as u64 * 8;
+    let (first, n) = (t.chunk + CHUNK_HEADER_LEN, t.slots());
+    let slot = first + home(hash, n as usize) as u64 * 8;
     region.prefetch(slot);
-    Asked { slot, end: first + t.slots() * 8 }
+    Asked { slot, end: first + n * 8 }
 }
 
 /// Starts loading the record of the entry for `hash` whose home slot [`prefetch_slot`]
