@@ -257,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn record_prefetch_stops_for_inserts_and_keeps_on_for_present_keys() {
+    fn record_prefetch_stops_for_absent_keys_and_keeps_on_for_present_keys() {
         // A batch of absent keys stops looking after 8 keys.
         assert_eq!(looks([false; 1000]), 8);
         // Keys all present, or one in three: every key is looked at.
