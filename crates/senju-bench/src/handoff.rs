@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::peers::{BenchMutex, MutexPeer};
 use crate::rounds::{Padded, rotated};
 use crate::stats::{Spread, fairness};
+use crate::transfer;
 use crate::work::{Calibration, Shared};
 
 /// What to run.
@@ -81,6 +82,10 @@ pub struct HandoffRun {
     /// before it was measured).
     #[serde(default)]
     pub max_bypass: u64,
+    /// Round trip of a cache line between two CPUs just before this run, ns
+    /// ([`crate::transfer`]; `None` where not measured, as in reports written before it was).
+    #[serde(default)]
+    pub line_round_trip_ns: Option<f64>,
 }
 
 impl HandoffRun {
@@ -155,7 +160,10 @@ pub fn release_and_reacquire(
                     duration: Duration::from_millis(params.duration_ms),
                     warmup: Duration::from_millis(params.warmup_ms),
                 };
-                runs[p][ti].push((peers[p].handoff)(&spec));
+                let probe = transfer::line_round_trip_ns();
+                let mut run = (peers[p].handoff)(&spec);
+                run.line_round_trip_ns = probe;
+                runs[p][ti].push(run);
             }
         }
     }
@@ -253,6 +261,7 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
             warmup_ops: all_ops - counted,
             violations,
             max_bypass,
+            line_round_trip_ns: None,
         }
     })
 }

@@ -14,7 +14,9 @@
 //! readers pass the lock hand to hand). Beside the lock scenarios: [`shared`] (a hash table
 //! with bucket locks, generic over a lock family: spin versus blocking shared locks, founding
 //! document `001`), [`cores`] (threads of multiplications in each installed language) and
-//! [`chart`] (SVG line charts); `senju lab` in `senju-cli` runs them all.
+//! [`chart`] (SVG line charts); `senju lab` in `senju-cli` runs them all. [`transfer`]
+//! measures how long a cache line takes between two CPUs; the lock scenarios probe it
+//! before every run, because on a VM it can change several-fold while a run goes on.
 //!
 //! Each scenario is a function that takes its parameters and the peers and returns a
 //! serializable result; [`report::run`] runs a [`Plan`] of them, [`markdown::render`] prints
@@ -63,6 +65,7 @@ pub mod shared;
 pub mod stats;
 pub mod throughput;
 pub mod tkrzw_spin;
+pub mod transfer;
 pub mod work;
 
 pub use peers::{BenchMutex, BenchRwLock, MutexPeer, RwPeer};

@@ -6,8 +6,9 @@ use crate::checks::{Status, check_targets};
 use crate::flood::{FloodReport, Verdict};
 use crate::handoff::HandoffReport;
 use crate::report::Report;
-use crate::stats::Spread;
+use crate::stats::{Spread, fairness};
 use crate::throughput::{Table, ThroughputReport, ThroughputRow};
+use crate::transfer::ProbeSummary;
 
 /// How much to print.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,6 +40,7 @@ pub fn render(report: &Report, options: Options) -> String {
         "Each figure is the median across rounds; `[a–b]` is the range across rounds (shown \
          when there is more than one). Fairness `f` = slowest thread / fastest thread.\n"
     );
+    probes(&mut out, report);
     if let Some(t) = &report.throughput {
         throughput(&mut out, t, options);
     }
@@ -270,6 +272,51 @@ fn handoff(out: &mut String, h: &HandoffReport) {
             if r.violations > 0 { " **EXCLUSION VIOLATED**" } else { "" },
             shares.join(" ")
         );
+    }
+    out.push('\n');
+    handoff_rounds(out, h);
+}
+
+/// One line on the cross-CPU round trips probed before the runs (none in reports written
+/// before the probe existed, or where it could not pin two CPUs).
+fn probes(out: &mut String, report: &Report) {
+    let throughput = report.throughput.iter().flat_map(|t| &t.rows).flat_map(|r| &r.runs);
+    let handoff = report.handoff.iter().flat_map(|h| &h.rows).flat_map(|r| &r.runs);
+    let all = throughput.map(|r| r.line_round_trip_ns).chain(handoff.map(|r| r.line_round_trip_ns));
+    if let Some(s) = ProbeSummary::of(all) {
+        let _ = writeln!(
+            out,
+            "Cache line round trip between two CPUs, probed before each run: median {:.0} ns \
+             [{:.0}–{:.0}]; {} of {} runs found it slower than twice the fastest probe.\n",
+            s.median_ns, s.min_ns, s.max_ns, s.slow, s.probed
+        );
+    }
+}
+
+/// Under the release-and-reacquire table: each senju row's rounds as fairness with the
+/// cross-CPU round trip probed before it, so a low round can be matched with the machine's
+/// mode.
+fn handoff_rounds(out: &mut String, h: &HandoffReport) {
+    let rows: Vec<_> = h
+        .rows
+        .iter()
+        .filter(|r| r.senju && r.runs.iter().any(|run| run.line_round_trip_ns.is_some()))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ =
+        writeln!(out, "Rounds of senju's rows: fairness (cross-CPU round trip before the run).\n");
+    for r in rows {
+        let rounds: Vec<String> = r
+            .runs
+            .iter()
+            .map(|run| match run.line_round_trip_ns {
+                Some(ns) => format!("{:.2} ({ns:.0} ns)", fairness(&run.per_thread_ops)),
+                None => format!("{:.2}", fairness(&run.per_thread_ops)),
+            })
+            .collect();
+        let _ = writeln!(out, "- {} T={}: {}", r.peer, r.threads, rounds.join(", "));
     }
     out.push('\n');
 }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::peers::{BenchRwLock, MutexPeer, RwPeer};
 use crate::rounds::{Padded, rotated};
 use crate::stats::{Spread, fairness, median};
+use crate::transfer;
 use crate::work::{Calibration, Rng, Shared, spin};
 
 /// What to run: the matrix and how long and how often to run each cell.
@@ -92,6 +93,10 @@ pub struct CellRun {
     pub writes: u64,
     /// Reads that saw a half-written line plus writes lost at the end: 0 for a correct lock.
     pub violations: u64,
+    /// Round trip of a cache line between two CPUs just before this run, ns
+    /// ([`crate::transfer`]; `None` where not measured, as in reports written before it was).
+    #[serde(default)]
+    pub line_round_trip_ns: Option<f64>,
 }
 
 impl CellRun {
@@ -256,7 +261,9 @@ pub fn throughput_matrix(
                     cell.cs_ns,
                     r.1
                 ));
-                let run = (r.3)(&spec);
+                let probe = transfer::line_round_trip_ns();
+                let mut run = (r.3)(&spec);
+                run.line_round_trip_ns = probe;
                 let i = index[&(cell.table, r.1, cell.threads, cell.read_percent, cell.cs_ns)];
                 rows[i].runs.push(run);
             }
@@ -310,6 +317,6 @@ pub(crate) fn run_cell<L: BenchRwLock<Shared>>(spec: &CellSpec) -> CellRun {
         let version = lock.0.read(Shared::version);
         let mut violations: u64 = results.iter().map(|r| r.2).sum();
         violations += writes.abs_diff(version);
-        CellRun { elapsed_ns, per_thread_ops, reads, writes, violations }
+        CellRun { elapsed_ns, per_thread_ops, reads, writes, violations, line_round_trip_ns: None }
     })
 }

@@ -42,6 +42,16 @@ enum Command {
     },
     /// List the peers (lock names that `--peers` filters on).
     Peers,
+    /// Print the round trip of a cache line between two CPUs, once per interval: the
+    /// machine's mode over time (on the project's VM it jumps between about 100 and 450 ns).
+    Probe {
+        /// How many probes.
+        #[arg(long, default_value_t = 30)]
+        count: usize,
+        /// Time between two probes, ms.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -137,6 +147,7 @@ fn main() -> ExitCode {
             }
             Ok(())
         }
+        Some(Command::Probe { count, interval_ms }) => probe(count, interval_ms),
         None => run(&cli.run),
     };
     match result {
@@ -146,6 +157,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn probe(count: usize, interval_ms: u64) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    println!("| seconds | round trip, ns |\n|---:|---:|");
+    for i in 0..count {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(interval_ms));
+        }
+        let ns = senju_bench::transfer::line_round_trip_ns()
+            .ok_or("cannot pin two threads to two CPUs (fewer than two CPUs?)")?;
+        println!("| {:.1} | {ns:.0} |", start.elapsed().as_secs_f64());
+    }
+    Ok(())
 }
 
 fn summarize(path: &PathBuf, detail: bool) -> Result<(), String> {
