@@ -288,7 +288,7 @@ fn probes(out: &mut String, report: &Report) {
             out,
             "Cache line round trip between two CPUs, probed before each run: median {:.0} ns \
              [{:.0}–{:.0}]; {} of {} runs found it slower than twice the fastest probe.\n",
-            s.median_ns, s.min_ns, s.max_ns, s.slow, s.probed
+            s.round_trip_ns.median, s.round_trip_ns.min, s.round_trip_ns.max, s.slow, s.probed
         );
     }
 }

@@ -3,14 +3,15 @@
 //!
 //! Every contended lock moves its lock word between cores on each hand-over, so this figure
 //! bounds how fast any of them can be when threads alternate. On the project's 2-vCPU VM it
-//! is not a constant: the round trip is about 100 ns for stretches of seconds, then about
-//! 450 ns for others, as the host moves the vCPUs (lab 0022). The lock benchmarks record one
+//! is not a constant: the round trip is about 50-100 ns most of the time and about 400-500 ns
+//! for stretches of seconds, as the host moves the vCPUs (lab 0022). The lock benchmarks record one
 //! probe before every run, so a reader can tell which runs met the slow mode.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::rounds::Padded;
+use crate::stats::{Spread, median};
 
 /// Round trips per burst; a probe runs [`BURSTS`] bursts and keeps the median burst, so one
 /// preemption of either thread does not decide the figure.
@@ -24,7 +25,7 @@ const BURSTS: usize = 5;
 pub fn line_round_trip_ns() -> Option<f64> {
     let (a, b) = two_cpus()?;
     let ball = Padded(AtomicU64::new(0));
-    let mut bursts = std::thread::scope(|s| {
+    let bursts = std::thread::scope(|s| {
         let ball = &ball.0;
         // The measuring side turns each even value into the next odd one, the partner each
         // odd value into the next even one; either side that cannot go on stores `ABORT`.
@@ -64,11 +65,7 @@ pub fn line_round_trip_ns() -> Option<f64> {
         let answered = partner.join().unwrap_or(false);
         if answered { bursts } else { Vec::new() }
     });
-    if bursts.is_empty() {
-        return None;
-    }
-    bursts.sort_by(f64::total_cmp);
-    Some(bursts[bursts.len() / 2])
+    (!bursts.is_empty()).then(|| median(bursts))
 }
 
 /// Stored by a side of the ping-pong that cannot go on.
@@ -121,12 +118,8 @@ fn pin(cpu: usize) -> bool {
 pub struct ProbeSummary {
     /// Runs with a probe.
     pub probed: usize,
-    /// Median round trip, ns.
-    pub median_ns: f64,
-    /// Fastest probe, ns.
-    pub min_ns: f64,
-    /// Slowest probe, ns.
-    pub max_ns: f64,
+    /// The probes' median, fastest and slowest round trip, ns.
+    pub round_trip_ns: Spread,
     /// Probes slower than twice the fastest: runs that met a slow mode.
     pub slow: usize,
 }
@@ -134,19 +127,13 @@ pub struct ProbeSummary {
 impl ProbeSummary {
     /// Sums up `probes` (runs without a probe are skipped); `None` if none had one.
     pub fn of(probes: impl IntoIterator<Item = Option<f64>>) -> Option<Self> {
-        let mut p: Vec<f64> = probes.into_iter().flatten().collect();
+        let p: Vec<f64> = probes.into_iter().flatten().collect();
         if p.is_empty() {
             return None;
         }
-        p.sort_by(f64::total_cmp);
-        let min_ns = p[0];
-        Some(Self {
-            probed: p.len(),
-            median_ns: p[p.len() / 2],
-            min_ns,
-            max_ns: p[p.len() - 1],
-            slow: p.iter().filter(|&&x| x > 2.0 * min_ns).count(),
-        })
+        let round_trip_ns = Spread::of(p.iter().copied());
+        let slow = p.iter().filter(|&&x| x > 2.0 * round_trip_ns.min).count();
+        Some(Self { probed: p.len(), round_trip_ns, slow })
     }
 }
 
@@ -168,13 +155,13 @@ mod tests {
 
     #[test]
     fn summary_counts_probes_slower_than_twice_the_fastest() {
-        let s = ProbeSummary::of([Some(100.0), None, Some(110.0), Some(450.0), Some(199.0)])
+        let s = ProbeSummary::of([Some(100.0), None, Some(198.0), Some(450.0), Some(200.0)])
             .expect("probes");
         assert_eq!(s.probed, 4);
         assert_eq!(s.slow, 1);
-        assert_eq!(s.min_ns, 100.0);
-        assert_eq!(s.max_ns, 450.0);
-        assert_eq!(s.median_ns, 199.0);
+        assert_eq!(s.round_trip_ns.min, 100.0);
+        assert_eq!(s.round_trip_ns.max, 450.0);
+        assert_eq!(s.round_trip_ns.median, 199.0);
         assert!(ProbeSummary::of([None, None]).is_none());
     }
 }

@@ -43,7 +43,8 @@ enum Command {
     /// List the peers (lock names that `--peers` filters on).
     Peers,
     /// Print the round trip of a cache line between two CPUs, once per interval: the
-    /// machine's mode over time (on the project's VM it jumps between about 100 and 450 ns).
+    /// machine's mode over time (on the project's VM it jumps between about 50-100 and
+    /// 400-500 ns).
     Probe {
         /// How many probes.
         #[arg(long, default_value_t = 30)]
