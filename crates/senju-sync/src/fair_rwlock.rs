@@ -3,7 +3,7 @@
 //! Fairness policy. Reads and writes alternate in phases (after Brandenburg & Anderson's PF-T).
 //! Writers and upgradable readers first take the writers' turn, which is a senju
 //! [`RawMutex`] and has its policy: a thread takes a free turn at once, barges
-//! while [`Relax::barge`] keeps it awake (by default about 2 µs of spinning and one yield),
+//! while [`Relax::barge`] keeps it awake (by default a 3 µs pause between looks, then one yield),
 //! then registers, and once registered it sees at most `K` = 8 other turn holders before the
 //! turn is handed to a registered waiter. With the turn, a writer raises a "writer present"
 //! mark that every reader arriving from then on respects, and waits only for the readers that

@@ -3,8 +3,9 @@
 //! Fairness policy. Any thread may take a free lock at once, even while others wait (barging:
 //! the releasing thread usually still has the lock's cache line, so this is where throughput
 //! comes from). A thread that finds the lock held first barges for as long as the lock's
-//! [`Relax::barge`] waits awake (by default about 2 µs of spinning and one yield), taking the
-//! lock whenever it sees it free. If that fails it registers in the state word, and from
+//! [`Relax::barge`] waits awake (by default: one look at the lock, a 3 µs pause that leaves the
+//! lock's cache line to its owner, a second look, one yield, a third look), taking the lock
+//! whenever it sees it free. If that fails it registers in the state word, and from
 //! then on the cost is bounded by a count: every release counts one bypass, the acquisition
 //! in progress when it registered included. The release that brings the count to `K`
 //! (`HANDOFF_AFTER`, 8 by default) does not free the lock: it hands ownership to a waiter that
