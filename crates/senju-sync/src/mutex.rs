@@ -283,8 +283,8 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
     #[cold]
     fn lock_slow(&self) {
         // First the barging phase (see the module documentation): while the policy's
-        // `barge` keeps us awake (by default ~2 µs of spinning, then one yield), take the lock
-        // whenever it is free. Only then register, and from then on the bound holds.
+        // `barge` keeps us awake (by default a look, a 3 µs pause, a look, a yield), take the
+        // lock whenever it is free. Only then register, and from then on the bound holds.
         let mut relax = Waiter::<R>::new();
         for _ in 0..crate::relax::BARGE_TURNS {
             if self.try_barge() {
