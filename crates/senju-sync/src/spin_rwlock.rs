@@ -5,8 +5,8 @@
 //! word's cache line to the holders), then registers in the state word, and from then on no
 //! reader that arrives enters before every registered writer has had its turn. (Registering
 //! at the first miss, with the waiter then looking at the word every few dozen nanoseconds,
-//! held writers that meet to 0.4-0.7x `parking_lot::RwLock` on a VM whose cores pass a line
-//! in 110-180 ns; with the look first, 1.2-3.8x (lab 0001, 2026-12-02).) This closes the hole of Tkrzw's `SpinSharedMutex` (and
+//! held writers that meet to 0.4-0.75x `parking_lot::RwLock` on a VM whose cores pass a line
+//! in 110-180 ns; with the look first, 1.1-3.6x (lab 0001, 2026-12-02).) This closes the hole of Tkrzw's `SpinSharedMutex` (and
 //! glibc's default rwlock), where readers passing the lock hand to hand keep a writer out
 //! forever. Writers among themselves are not ordered (a writer that arrives later may barge
 //! ahead), and a stream of writers that never stops can keep readers waiting: where both sides
