@@ -1,12 +1,8 @@
 //! `SpinRwLock`: Tkrzw's one-word spin shared lock, plus writer intent and bounded waiting.
 //!
-//! Fairness policy. Writers are preferred: a writer that fails to get the lock looks once
-//! more after one turn of its [`Relax::barge`] (by default a 3 µs pause that leaves the
-//! word's cache line to the holders), then registers in the state word, and from then on no
-//! reader that arrives enters before every registered writer has had its turn. (Registering
-//! at the first miss, with the waiter then looking at the word every few dozen nanoseconds,
-//! held writers that meet to 0.4-0.75x `parking_lot::RwLock` on a VM whose cores pass a line
-//! in 110-180 ns; with the look first, 1.1-3.6x (lab 0001, 2026-12-02).) This closes the hole of Tkrzw's `SpinSharedMutex` (and
+//! Fairness policy. Writers are preferred: as soon as a writer fails to get the lock it
+//! registers in the state word, and from then on no reader that arrives enters before every
+//! registered writer has had its turn. This closes the hole of Tkrzw's `SpinSharedMutex` (and
 //! glibc's default rwlock), where readers passing the lock hand to hand keep a writer out
 //! forever. Writers among themselves are not ordered (a writer that arrives later may barge
 //! ahead), and a stream of writers that never stops can keep readers waiting: where both sides
@@ -330,16 +326,6 @@ impl<R: Relax> RawSpinRwLock<R> {
 
     #[cold]
     fn lock_exclusive_slow(&self) {
-        // First one turn of barging, unregistered: a look, one turn of the policy's `barge`
-        // (by default a 3 µs pause that leaves the word's cache line to its holders), a
-        // look. Readers still enter meanwhile; the writer-pending rule starts at the
-        // registration below. Only one turn: `Adaptive`'s next one yields, and a writer that
-        // yields unregistered while readers stream in loses its CPU for their whole time
-        // slices (a reader flood then starved it: 77-87% of the flood blocked, 2.9 ms waits).
-        let mut relax = Waiter::<R>::new();
-        if self.try_barge_exclusive() || (relax.barge() && self.try_barge_exclusive()) {
-            return;
-        }
         // Register: from this moment no newly arriving reader enters before us. If the count
         // is full (hundreds of waiting writers) we wait unregistered, which is still correct.
         let mut registered = false;
@@ -359,7 +345,7 @@ impl<R: Relax> RawSpinRwLock<R> {
             }
         }
         let leave = if registered { WAITING_WRITER } else { 0 };
-        relax.restart();
+        let mut relax = Waiter::<R>::new();
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & (WRITER | READERS) == 0 {
@@ -391,19 +377,6 @@ impl<R: Relax> RawSpinRwLock<R> {
             self.park_while(|s| s & (WRITER | READERS) != 0);
             relax.restart();
         }
-    }
-
-    /// One attempt of the barging phase: takes the lock if no writer holds it, no reader is
-    /// counted in and the bias is off (a biased lock is left to the registered path, which
-    /// counts the biased readers out).
-    fn try_barge_exclusive(&self) -> bool {
-        let s = self.state.load(Ordering::Relaxed);
-        // Acquire pairs with the Release of the previous holder's unlock.
-        s & (WRITER | READERS | BIAS) == 0
-            && self
-                .state
-                .compare_exchange(s, s | WRITER, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
     }
 
     /// Waits, holding the lock, until no reader is inside through its thread's record. Such a
