@@ -17,12 +17,13 @@
 #   address space (RLIMIT_AS), and the sanitizers' shadow memory needs terabytes of it.
 # - Leaks of the handles that tests drop with `mem::forget` to stand for a power cut
 #   (tests/hidden_chunks.rs, tests/recycle.rs): suppressed by test name ($root/lsan.supp).
-# Allocations too large to serve return NULL under both sanitizers
-# (`allocator_may_return_null=1`), as they do from the system allocator: the engine turns
-# them into errors, and unit tests check that it does.
 # - mimalloc under ThreadSanitizer: its C code is not instrumented, so memory it hands from
 #   one thread to another looks like a race. The perf runs use SENJU_ALLOC=system.
 # - The engine under Miri beyond its unit tests: Miri cannot map files or call memfd_create.
+#
+# Allocations too large to serve return NULL under both sanitizers
+# (`allocator_may_return_null=1`), as they do from the system allocator: the engine turns
+# them into errors, and unit tests check that it does.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -150,11 +150,13 @@ impl Adaptive {
     ///
     /// Every look takes the word's cache line from the owner, whose next lock or unlock then
     /// waits for the line to come back: on the 2-vCPU Intel guest of lab 0001 a round trip
-    /// between the cores costs about 160 ns, more than a 100 ns critical section. A barger
-    /// that looked every few dozen nanoseconds (the exponential backoff of
-    /// [`relax`](Relax::relax)) held two contending threads to 0.60-0.70x
-    /// `parking_lot::Mutex` with 100 ns sections and 0.8x with empty ones; looking again
-    /// only after this pause, they ran 0.95-1.08x and 3x (2026-12-02).
+    /// between the cores costs 125-132 ns (median), more than a 100 ns critical section. A
+    /// barger that looked every few dozen nanoseconds (the exponential backoff of
+    /// [`relax`](Relax::relax)) held two contending threads to 0.60x `parking_lot::Mutex`
+    /// with 100 ns sections and 2-16 threads to 0.79-1.0x with empty ones; looking again only
+    /// after this pause, 2-16 threads ran 1.07-1.33x and 2.3-3.4x (2026-12-02). The price: a
+    /// thread that meets the lock by chance waits the whole pause (with 500 ns of work
+    /// between 100 ns holds, about 5% slower than the spin).
     pub const BARGE_GAP: Duration = Duration::from_micros(3);
 }
 
