@@ -69,7 +69,7 @@ const EPOCH_ONE: u64 = 1 << 48;
 /// can tell that hand-off (not its own to take) from a later one.
 const EPOCH: u64 = ((1 << 16) - 1) << 48;
 
-/// How many rounds of its policy in a row a registered waiter stays awake behind a pending
+/// How many rounds of its policy a registered waiter stays awake behind a pending
 /// hand-off to another waiter before it parks (see `RawMutex::wait`): with `Adaptive`, about
 /// 2 µs of spinning and a yield each, longer than the 10-70 µs that a waiter woken from a
 /// park took to run again on the 2-vCPU guest of lab 0001. Under loom one round, so the
@@ -341,7 +341,7 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
         // Whether the policy waited awake this round (a policy that never does, `Park`, is
         // not kept awake by the rule below).
         let mut relaxed = false;
-        // Rounds spent awake behind a hand-off to another waiter (see below).
+        // Rounds spent awake behind the hand-off we are barred from (see below).
         let mut behind_rounds = 0;
         loop {
             let s = self.state.load(Ordering::Relaxed);
@@ -379,7 +379,8 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
             // releases count towards ours). Parking behind it made two threads alternate
             // between sleeping and waking each other, each wake leaving the lock idle for
             // 10-70 µs (lab 0001, 2026-12-02). Such a round yields first: the waiter it waits
-            // for may be queued on this CPU. At most `BEHIND_ROUNDS` of them in a row.
+            // for may be queued on this CPU. At most `BEHIND_ROUNDS` of them: `barred` only
+            // ever names the hand-off pending at registration, so they come before any other.
             let progress = s & (BYPASS | EPOCH);
             let behind = barred.is_some();
             let awake_others = waiters(s) - parked(s) - 1 - u64::from(behind);
@@ -390,7 +391,6 @@ impl<const K: u32, R: Relax> RawMutex<K, R> {
                     behind_rounds += 1;
                     yield_now();
                 } else {
-                    behind_rounds = 0;
                     last_progress = progress;
                 }
                 relax.restart();
