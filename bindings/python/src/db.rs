@@ -19,7 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use senju::{Db, Durability};
 
-use crate::convert::{self, Arg};
+use crate::convert::{self, Arg, Value};
 use crate::errors;
 use crate::gil::{Gil, LARGE};
 use crate::scan::{Kind, Scan};
@@ -697,11 +697,7 @@ impl PyDb {
         if let Some(needed) = short {
             return Err(errors::out_of_memory(needed));
         }
-        let values = spans
-            .into_iter()
-            .map(|s| s.map(|(at, n)| convert::to_py(py, &buf[at..at + n])).transpose())
-            .collect::<PyResult<Vec<_>>>()?;
-        PyList::new(py, values)
+        PyList::new(py, spans.iter().map(|s| Value(s.map(|(at, n)| &buf[at..at + n]))))
     }
 
     /// Sets every pair of a mapping or an iterable of `(key, value)` pairs (one GIL release

@@ -211,6 +211,26 @@ def test_batches_refuse_a_single_key(db: senju.Db, single: object) -> None:
     assert db.get_many(["ab", "a"]) == [None, b"1"]
 
 
+def test_batches_take_every_shape_of_key_collection(db: senju.Db) -> None:
+    # Exact lists and tuples are read item by item; everything else through `iter()`, so a
+    # subclass's own `__iter__` is honoured.
+    class Reversed(list[bytes]):
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(list(reversed(list(super().__iter__()))))
+
+    db.set_many({b"a": b"1", b"b": b"2", b"c": b"3"})
+    assert db.get_many((b"a", "b", b"x")) == [b"1", b"2", None]
+    assert db.get_many([b"c", bytearray(b"a"), memoryview(b"b")]) == [b"3", b"1", b"2"]
+    assert db.get_many(Reversed([b"a", b"b"])) == [b"2", b"1"]
+    assert db.get_many(k for k in (b"b", b"c")) == [b"2", b"3"]
+    assert db.get_many([]) == [] and db.get_many(()) == []
+    with pytest.raises(TypeError, match="key must be bytes or str, not int"):
+        db.get_many((b"a", 7))  # type: ignore[arg-type]
+    assert db.remove_many((b"a", b"x")) == 1
+    assert db.remove_many(Reversed([b"b"])) == 1
+    assert list(db) == [b"c"]
+
+
 def test_set_many_takes_every_shape_of_pair(db: senju.Db) -> None:
     Pair = collections.namedtuple("Pair", "key value")
     pairs = [(b"t", b"1"), [b"l", b"2"], Pair(b"n", b"3"), ("s", bytearray(b"4"))]
