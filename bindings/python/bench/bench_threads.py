@@ -8,11 +8,11 @@ Cases, each at 1, 2, 4 and 8 threads, every thread on its own keys:
   large   `set` / `get` of 64 KiB values
   convoy  one thread runs a pure-Python CPU loop while the others `get` 8-byte values for a
           fixed time (at 1 thread: the store thread alone)
-A `get` cell first runs its cell's `set` phase (untimed for it), then pauses SETTLE_S (0.1 s)
-before the timed reads. Each cell also reports the cores the process kept busy (CPU time of all its threads over wall
-time). A 1-thread run that keeps c cores busy cannot speed up more than cpus / c times on
-this machine, however the threads share the work, as long as an operation costs the CPU
-time it costs at one thread.
+A `get` cell first runs its cell's `set` phase (untimed for it), then pauses SETTLE_S
+(0.1 s) before the timed reads. Each cell also reports the cores the process kept busy (CPU
+time of all its threads over wall time). A 1-thread run that keeps c cores busy cannot speed
+up more than cpus / c times on this machine, however the threads share the work, as long as
+an operation costs the CPU time it costs at one thread.
 Peers: senju (gil auto / release / hold), tkrzw HashDBM (concurrent on / off), lmdb, sqlite3
 (WAL, a connection per thread), dbm.gnu + a lock, dict + a lock. Peers that are not installed
 are reported as skipped. Rounds alternate the peers; medians and ranges are printed.
