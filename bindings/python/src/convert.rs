@@ -173,7 +173,7 @@ fn is_bytes_or_str(obj: &Bound<'_, PyAny>) -> bool {
 }
 
 /// The most items a batch reserves room for before it has read them.
-const MAX_RESERVED: usize = 1 << 16;
+pub(crate) const MAX_RESERVED: usize = 1 << 16;
 
 /// How many items to reserve room for before iterating `obj`: its length, at most
 /// [`MAX_RESERVED`]. `__len__` is a hint, not a promise (`range(10**17)` has one, and its

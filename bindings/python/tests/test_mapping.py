@@ -253,6 +253,32 @@ def test_set_many_takes_every_shape_of_pair(db: senju.Db) -> None:
         assert b"a" not in db  # checked before anything is written
 
 
+def test_set_many_reads_dicts_and_honours_what_subclasses_override(db: senju.Db) -> None:
+    """An exact dict, list or tuple is read off the object; a subclass's own `items` or
+    `__iter__` is what `set_many` reads from it, as `dict.update` would."""
+
+    class Items(dict):  # type: ignore[type-arg]
+        def items(self):  # type: ignore[no-untyped-def, override]
+            return [(b"from-items", b"1")]
+
+    class Iter(list):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter([(b"from-iter", b"2")])
+
+    db.set_many({b"d": b"1", "s": bytearray(b"2"), b"e": memoryview(b"3")})
+    db.set_many(Items({b"ignored": b"x"}))
+    db.set_many(Iter([(b"ignored", b"y")]))
+    db.set_many(collections.OrderedDict([(b"o", b"4")]))
+    assert dict(db.items()) == {
+        b"d": b"1", b"s": b"2", b"e": b"3", b"from-items": b"1", b"from-iter": b"2", b"o": b"4",
+    }  # fmt: skip
+    with pytest.raises(TypeError, match="value must be bytes or str, not int"):
+        db.set_many({b"x": b"1", b"y": 2})
+    with pytest.raises(TypeError, match="key must be bytes or str, not int"):
+        db.set_many({b"x": b"1", 3: b"2"})
+    assert b"x" not in db  # checked before anything is written
+
+
 def test_large_values_round_trip(db: senju.Db) -> None:
     for n in [0, 1, senju.LARGE_VALUE - 1, senju.LARGE_VALUE, 65536, 1 << 20]:
         v = os.urandom(n)
