@@ -94,7 +94,21 @@ pub(crate) fn opt_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Opt
 /// Every item of the iterable `obj` as bytes (the objects are kept in `keep` so that the
 /// borrowed buffers stay valid).
 pub(crate) fn args<'a, 'py>(keep: &'a [Bound<'py, PyAny>], what: &str) -> PyResult<Vec<Arg<'a>>> {
-    keep.iter().map(|o| arg(o, what)).collect()
+    try_map(keep, |o| arg(o, what))
+}
+
+/// `f` of every item, in a vector allocated once. Collecting into a `PyResult<Vec<_>>`
+/// loses the length and grows the vector from four items by doubling: two reallocations
+/// for ten keys, a tenth of a 10-key `get_many` (callgrind).
+pub(crate) fn try_map<'a, T, U>(
+    items: &'a [T],
+    mut f: impl FnMut(&'a T) -> PyResult<U>,
+) -> PyResult<Vec<U>> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        out.push(f(item)?);
+    }
+    Ok(out)
 }
 
 /// The keys of `keys`, an iterable of keys given to the batch method `method`, collected
