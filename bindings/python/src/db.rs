@@ -327,21 +327,16 @@ impl<'py> Pair<'py> {
 /// `(key, value)` pairs from a mapping (its `items()`; an object with `keys()` but no
 /// `items()` is a mapping too, read as `dict.update` reads it) or an iterable of pairs.
 ///
-/// The exact built-ins are read first, each its own way. A `list` or `tuple` of pairs is
-/// read item by item: it has neither `items` nor `keys`, and looking them up raises and
-/// clears an `AttributeError` each time (6,400 instructions a call, more than converting
-/// a batch of 10 pairs, `callgrind`, lab 0003). A `dict`'s pairs are read straight off the
+/// The exact built-ins are read their own way. An exact `list` or `tuple` is not asked for
+/// `items` or `keys`: it has neither, and each failed lookup raises and clears an
+/// `AttributeError` (6,400 instructions a call, more than converting a batch of 10 pairs,
+/// `callgrind`, lab 0003); it is read item by item, as is an exact list or tuple that
+/// `items()` returns. A `dict`'s pairs are read straight off the
 /// dict (locked against other threads on a free-threaded build), without the `items()`
 /// view and its tuple per pair (400 instructions a pair with the GIL held, against 170 for
 /// a list). Subclasses take the general path: they may define their own `items`, `keys`
 /// or `__iter__`.
 fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
-    if let Ok(list) = obj.cast_exact::<PyList>() {
-        return pairs_from(list.iter(), list.len());
-    }
-    if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
-        return pairs_from(tuple.iter(), tuple.len());
-    }
     if let Ok(dict) = obj.cast_exact::<PyDict>() {
         // `locked_for_each` takes an `Fn`, hence the cell.
         let out = RefCell::new(Vec::with_capacity(dict.len().min(convert::MAX_RESERVED)));
@@ -352,7 +347,9 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
         return Ok(out.into_inner());
     }
     let py = obj.py();
-    let items = if obj.hasattr(pyo3::intern!(py, "items"))? {
+    let items = if obj.is_exact_instance_of::<PyList>() || obj.is_exact_instance_of::<PyTuple>() {
+        obj.clone()
+    } else if obj.hasattr(pyo3::intern!(py, "items"))? {
         obj.call_method0(pyo3::intern!(py, "items"))?
     } else if obj.hasattr(pyo3::intern!(py, "keys"))? {
         let keys = obj.call_method0(pyo3::intern!(py, "keys"))?;
@@ -367,23 +364,23 @@ fn pairs_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Pair<'py>>> {
         obj.clone()
     };
     if let Ok(list) = items.cast_exact::<PyList>() {
-        return pairs_from(list.iter(), list.len());
+        return pairs_from(list.iter().map(Ok), list.len());
     }
-    let mut out = Vec::with_capacity(convert::capacity_hint(&items)?);
-    for (i, item) in items.try_iter()?.enumerate() {
-        push_pair(&mut out, i, item?)?;
+    if let Ok(tuple) = items.cast_exact::<PyTuple>() {
+        return pairs_from(tuple.iter().map(Ok), tuple.len());
     }
-    Ok(out)
+    pairs_from(items.try_iter()?, convert::capacity_hint(&items)?)
 }
 
-/// The pairs among `items`, a list's or a tuple's `len` items.
+/// The pairs among `items`, in a vector made with room for `capacity` of them (at most
+/// [`convert::MAX_RESERVED`]).
 fn pairs_from<'py>(
-    items: impl Iterator<Item = Bound<'py, PyAny>>,
-    len: usize,
+    items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+    capacity: usize,
 ) -> PyResult<Vec<Pair<'py>>> {
-    let mut out = Vec::with_capacity(len.min(convert::MAX_RESERVED));
+    let mut out = Vec::with_capacity(capacity.min(convert::MAX_RESERVED));
     for (i, item) in items.enumerate() {
-        push_pair(&mut out, i, item)?;
+        push_pair(&mut out, i, item?)?;
     }
     Ok(out)
 }
