@@ -1,3 +1,5 @@
+"""Off-CPU time of a process's threads inside the cells' windows, by reason.
+Usage: offcpu.py PERF_SCRIPT_OUTPUT WINDOWS (the WIN lines smab.py prints with LAB_WINDOWS=1)."""
 import re, collections, sys
 wins = [tuple(map(float, l.split()[1:3])) for l in open(sys.argv[2]) if l.startswith("WIN")]
 def inwin(t):
@@ -5,8 +7,11 @@ def inwin(t):
         if a <= t <= b: return True
     return False
 blocks = open(sys.argv[1]).read().split("\n\n")
+# The main thread (the first thread seen, whose tid is the pid) waits in join for the whole
+# cell: only the workers' and the store's own threads are counted.
+main = int(blocks[0].split()[1])
 out = {}  # tid -> (t, reason)
-tot = collections.Counter(); cnt = collections.Counter(); waker = collections.Counter()
+tot = collections.Counter(); cnt = collections.Counter()
 wall = sum(b - a for a, b in wins)
 for b in blocks:
     lines = b.strip().split("\n")
@@ -25,11 +30,8 @@ for b in blocks:
             out[pp] = (t, pc, reason)
         if np_ in out:
             t0, c, r = out.pop(np_)
-            if inwin(t0):
+            if inwin(t0) and np_ != main:
                 tot[(c, r)] += t - t0; cnt[(c, r)] += 1
-    elif ev == "sched:sched_wakeup":
-        mm = re.search(r"comm=(.+?) pid=(\d+)", h)
-        pass
 print(f"windows {len(wins)} wall {wall*1e3:.1f} ms")
 for k, v in sorted(tot.items(), key=lambda x: -x[1])[:20]:
     print(f"{v*1e3:8.2f} ms {cnt[k]:5d}  {k}")

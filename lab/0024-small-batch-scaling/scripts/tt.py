@@ -2,9 +2,9 @@ import os, sys, statistics, tempfile, time, threading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../bindings/python/bench"))
 import bench_threads as bt
 import senju
-def cell(threads, total, gil="auto", memory=False):
+def cell(threads, total, gil="auto"):
     d = tempfile.mkdtemp(dir="/tmp")
-    db = senju.open(os.path.join(d, "b.sj"), truncate=True, gil=gil, memory=memory) if not memory else senju.open(None, memory=True, gil=gil) if False else senju.open(os.path.join(d, "b.sj"), truncate=True, gil=gil)
+    db = senju.open(os.path.join(d, "b.sj"), truncate=True, gil=gil)
     batches = max(1, total // 1000 // threads)
     ks = [[bt.keys_for(i * 1000 + b, 1000) for b in range(batches)] for i in range(threads)]
     v = b"v" * 8
