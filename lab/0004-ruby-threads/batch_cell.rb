@@ -4,10 +4,6 @@
 # opens with auto_rebuild: 0. With THREADS, one cell of that many threads (SECONDS long,
 # default 0.5) instead, printed as "threads Mops/s cores".
 # Usage: ruby -I bindings/ruby/lib lab/0004-ruby-threads/batch_cell.rb [default|off [THREADS [SECONDS]]]
-# The bench_threads.rb batch cell alone (set_many of 1000 pairs, then get_many of the same
-# 1000 keys, per thread, over 100,000 prefilled keys), 3 rounds of 1 and 2 threads, gvl:
-# :release; prints ops/s, cores busy and how many automatic rebuilds ran. Argument `off`
-# opens with auto_rebuild: 0. Usage: ruby -I bindings/ruby/lib lab/0004-ruby-threads/batch_cell.rb [default|off]
 require "senju"
 require "tmpdir"
 KEYS = 100_000; BATCH = 1000; V = ("v" * 16).b.freeze

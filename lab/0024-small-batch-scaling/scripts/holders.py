@@ -77,4 +77,5 @@ def main():
                 print(f"  {(t - t0) * 1e6:+7.0f} us it wakes {trace[:50]}")
 
 
-main()
+if __name__ == "__main__":
+    main()
