@@ -35,8 +35,9 @@ test: setup lint unit loom smoke python ruby
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
-	@# The API docs of the library crates build without a warning (broken or ambiguous links).
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -q -p senju -p senju-sync -p senju-bench
+	@# `cargo doc --workspace` builds without a warning (broken, ambiguous or private links,
+	@# output names that collide).
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 
 unit:
 	$(CARGO) test --workspace -q

@@ -1,13 +1,13 @@
 //! `senju._senju`: the native half of the Python package `senju` (PyO3, built by maturin).
 //!
-//! The Python half (`python/senju/__init__.py`) subclasses [`db::PyDb`] as `senju.Db`, adds
+//! The Python half (`python/senju/__init__.py`) subclasses `db::PyDb` as `senju.Db`, adds
 //! the `collections.abc.MutableMapping` methods, and defines the exception classes.
 //!
 //! Invariants: every object is frozen and `Sync` and keeps no state that relies on the GIL
 //! (the module declares `gil_used = false` for free-threaded CPython); inputs are borrowed
 //! from immutable `bytes` or copied before the GIL is released, and results are built after
 //! it is taken back; no Python code runs while a store lock is held. The GIL policy is in
-//! [`gil`].
+//! the `gil` module.
 
 mod convert;
 mod db;
