@@ -396,4 +396,27 @@ class TestRegressions < Minitest::Test
       assert_equal "1+2", db["a"]
     end
   end
+
+  # `db[key]` and `delete` copy values of up to 128 bytes on the stack, longer ones to the
+  # heap, and read values of 64 KiB or more straight into the new String: every length
+  # around those two borders comes back whole, in each GVL mode.
+  def test_values_around_the_copy_borders_round_trip
+    lengths = [0, 1, 127, 128, 129, 255, 256, 4096, 65_535, 65_536, 65_537]
+    %i[auto release hold].each do |gvl|
+      Senju::DB.open(db_path("borders-#{gvl}.sj"), gvl: gvl) do |db|
+        lengths.each do |n|
+          value = Random.new(n).bytes(n)
+          db["k#{n}"] = value
+          assert_equal value, db["k#{n}"], "#{gvl}: get of #{n} bytes"
+          assert_equal Encoding::BINARY, db["k#{n}"].encoding
+          assert db.key?("k#{n}")
+        end
+        lengths.each do |n|
+          assert_equal Random.new(n).bytes(n), db.delete("k#{n}"), "#{gvl}: delete of #{n} bytes"
+          assert_nil db["k#{n}"]
+          refute db.key?("k#{n}")
+        end
+      end
+    end
+  end
 end

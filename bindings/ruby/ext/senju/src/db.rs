@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use magnus::encoding::Coderange;
 use magnus::prelude::*;
@@ -19,11 +19,12 @@ use magnus::{
     DataTypeFunctions, Error, RArray, RClass, RHash, RModule, RString, Ruby, TypedData, Value,
     function, method,
 };
+use rb_sys::StableApiDefinition;
 use senju::{Db, StorageError};
 
 use crate::error::{closed_error, internal_error, open_error, out_of_memory, storage_error};
 use crate::gvl::{self, CHUNK, CHUNK_BYTES, Mode, Policy, Step, Weight};
-use crate::packed::{Packed, PackedValues, try_copy};
+use crate::packed::{Copied, Packed, PackedValues, try_copy};
 use crate::recovery::{Callback, Progress};
 
 /// Values at least this long make a single call `Weight::Large` (released under `:auto`).
@@ -68,6 +69,43 @@ pub(crate) fn bin(ruby: &Ruby, b: &[u8]) -> RString {
 
 fn storage(ruby: &Ruby) -> impl Fn(senju::StorageError) -> Error + '_ {
     move |e| storage_error(ruby, e)
+}
+
+/// The `rb_data_type_t` of `Senju::DB` objects, learnt from the first receiver that magnus
+/// unwrapped (null until then).
+static DB_DATA_TYPE: AtomicPtr<rb_sys::rb_data_type_t> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The receiver of a `Senju::DB` method. magnus's own unwrap checks the type under
+/// `rb_protect` (about 200 instructions, a sixth of a single `db[key]`'s work in the
+/// extension); this compares the object's data type with the one magnus accepted before and
+/// reads the data pointer, falling back to magnus (and its `TypeError`) for anything else.
+#[inline]
+fn this(rb_self: &Value) -> Result<&DbObject, Error> {
+    let raw = rb_self.as_raw();
+    let api = rb_sys::stable_api::get_default();
+    let known = DB_DATA_TYPE.load(Ordering::Relaxed);
+    // SAFETY: `raw` is the method's receiver, a live object.
+    let is_data = unsafe { api.type_p(raw, rb_sys::ruby_value_type::RUBY_T_DATA) };
+    // SAFETY: a T_DATA object has the header that `rtypeddata_p` reads.
+    if !known.is_null() && is_data && unsafe { api.rtypeddata_p(raw) } {
+        // SAFETY: a typed T_DATA object has a data type pointer.
+        let ty = unsafe { api.rtypeddata_type(raw) };
+        if std::ptr::eq(ty, known) {
+            // SAFETY: as for the type.
+            let data = unsafe { api.rtypeddata_get_data(raw) }.cast::<DbObject>();
+            // SAFETY: an object of the data type magnus accepted as `DbObject` wraps a
+            // `DbObject` (or null, which falls back below); it lives at least as long as
+            // the receiver is on the stack, and magnus hands out only shared references.
+            if let Some(db) = unsafe { data.as_ref() } {
+                return Ok(db);
+            }
+        }
+    }
+    let db = <&DbObject>::try_convert(*rb_self)?;
+    // SAFETY: magnus accepted `raw` as a `DbObject`, so it is a typed T_DATA object.
+    let ty = unsafe { api.rtypeddata_type(raw) };
+    DB_DATA_TYPE.store(ty.cast_mut(), Ordering::Relaxed);
+    Ok(db)
 }
 
 impl DbObject {
@@ -186,7 +224,7 @@ fn open(
 /// is taken, and it is then copied straight into a Ruby string's buffer ([`read_big`]).
 enum Found {
     Absent,
-    Small(Vec<u8>),
+    Small(Copied),
     Big(usize),
 }
 
@@ -195,15 +233,15 @@ fn lookup(db: &Db, key: &[u8]) -> senju::Result<Found> {
         if v.len() >= BIG_VALUE {
             Ok(Found::Big(v.len()))
         } else {
-            try_copy(v).map(Found::Small).map_err(|needed| StorageError::OutOfMemory { needed })
+            Copied::of(v).map(Found::Small).map_err(|needed| StorageError::OutOfMemory { needed })
         }
     })?;
     found.unwrap_or(Ok(Found::Absent))
 }
 
 /// `db[key]`: the value (a binary String) or nil.
-fn get(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
-    let h = rb_self.live(ruby)?;
+fn get(ruby: &Ruby, rb_self: Value, key: RString) -> Result<Option<RString>, Error> {
+    let h = this(&rb_self)?.live(ruby)?;
     let found = if h.policy.releases(Weight::Short) {
         let mut st = (bytes(ruby, key)?, Found::Absent);
         gvl::run(ruby, &h.policy, Weight::Short, &mut st, |(k, out)| {
@@ -217,7 +255,7 @@ fn get(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>,
     };
     match found {
         Found::Absent => Ok(None),
-        Found::Small(v) => Ok(Some(bin(ruby, &v))),
+        Found::Small(v) => Ok(Some(bin(ruby, v.as_slice()))),
         Found::Big(len) => read_big(ruby, h, bytes(ruby, key)?, len),
     }
 }
@@ -283,8 +321,8 @@ fn read_big(
 }
 
 /// `db[key] = value`.
-fn set(ruby: &Ruby, rb_self: &DbObject, key: RString, value: RString) -> Result<RString, Error> {
-    let h = rb_self.live(ruby)?;
+fn set(ruby: &Ruby, rb_self: Value, key: RString, value: RString) -> Result<RString, Error> {
+    let h = this(&rb_self)?.live(ruby)?;
     let mut weight = if value.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
     if !h.policy.releases(weight) {
         // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
@@ -389,8 +427,8 @@ fn try_short<T>(
 /// it (without the GVL) and removed only if it is still that value (`compare_and_set`),
 /// again after a change by another thread. A copy that cannot be allocated raises
 /// `NoMemoryError` with nothing removed.
-fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RString>, Error> {
-    let h = rb_self.live(ruby)?;
+fn delete(ruby: &Ruby, rb_self: Value, key: RString) -> Result<Option<RString>, Error> {
+    let h = this(&rb_self)?.live(ruby)?;
     let mut weight = Weight::Short;
     let mut found = None;
     if !h.policy.releases(weight) {
@@ -415,10 +453,10 @@ fn delete(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<Option<RStrin
     };
     match found {
         Found::Absent => Ok(None),
-        Found::Small(v) => Ok(Some(bin(ruby, &v))),
+        Found::Small(v) => Ok(Some(bin(ruby, v.as_slice()))),
         Found::Big(_) => loop {
             let Some(old) = get(ruby, rb_self, key)? else { return Ok(None) };
-            if compare_and_set(ruby, rb_self, key, Some(old), None)? {
+            if compare_and_set(ruby, this(&rb_self)?, key, Some(old), None)? {
                 return Ok(Some(old));
             }
         },
@@ -435,7 +473,7 @@ fn take_small(db: &Db, key: &[u8], wait: bool) -> senju::Result<Option<Found>> {
             big = Some(v.len());
             return None;
         }
-        try_copy(v).map_err(|needed| failed = Some(needed)).ok()
+        Copied::of(v).map_err(|needed| failed = Some(needed)).ok()
     };
     let taken = if wait { Some(db.take_with(key, small)?) } else { db.try_take_with(key, small)? };
     if let Some(needed) = failed {
@@ -449,8 +487,8 @@ fn take_small(db: &Db, key: &[u8], wait: bool) -> senju::Result<Option<Found>> {
 }
 
 /// `db.key?(key)`.
-fn contains(ruby: &Ruby, rb_self: &DbObject, key: RString) -> Result<bool, Error> {
-    let h = rb_self.live(ruby)?;
+fn contains(ruby: &Ruby, rb_self: Value, key: RString) -> Result<bool, Error> {
+    let h = this(&rb_self)?.live(ruby)?;
     if !h.policy.releases(Weight::Short) {
         // SAFETY: the GVL is held and no Ruby code runs while the key is borrowed.
         return h.db.contains(unsafe { key.as_slice() }).map_err(storage(ruby));

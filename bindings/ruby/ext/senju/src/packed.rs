@@ -16,6 +16,41 @@ pub(crate) fn try_copy(bytes: &[u8]) -> Result<Vec<u8>, usize> {
     Ok(v)
 }
 
+/// A copy of one short value: on the stack up to [`Copied::INLINE`] bytes, else on the heap.
+/// A single `db[key]` of a small value then costs no `malloc` and `free` (about 230 of the
+/// call's 1,300 instructions in the extension, for 16-byte values).
+pub(crate) enum Copied {
+    Inline { len: u8, buf: [u8; Copied::INLINE] },
+    Heap(Vec<u8>),
+}
+
+impl Copied {
+    /// The longest value kept on the stack.
+    pub(crate) const INLINE: usize = 128;
+
+    /// A copy of `bytes`, or `Err(len)` where a heap copy cannot be allocated.
+    #[inline]
+    pub(crate) fn of(bytes: &[u8]) -> Result<Copied, usize> {
+        if let Ok(len) = u8::try_from(bytes.len())
+            && bytes.len() <= Copied::INLINE
+        {
+            let mut buf = [0; Copied::INLINE];
+            buf[..bytes.len()].copy_from_slice(bytes);
+            return Ok(Copied::Inline { len, buf });
+        }
+        try_copy(bytes).map(Copied::Heap)
+    }
+
+    /// The copied bytes.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Copied::Inline { len, buf } => &buf[..usize::from(*len)],
+            Copied::Heap(v) => v,
+        }
+    }
+}
+
 /// Appends `bytes` to `data` after reserving room for them (amortized growth first, then
 /// exactly what is needed); `Err(needed)` and `data` unchanged if neither can be allocated.
 fn try_extend(data: &mut Vec<u8>, bytes: &[u8]) -> Result<(), usize> {
