@@ -75,7 +75,8 @@ fn storage(ruby: &Ruby) -> impl Fn(senju::StorageError) -> Error + '_ {
 /// unwrapped (null until then).
 static DB_DATA_TYPE: AtomicPtr<rb_sys::rb_data_type_t> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The receiver of a `Senju::DB` method. magnus's own unwrap checks the type under
+/// The receiver of a `Senju::DB` method that is called one key at a time (`[]`, `[]=`,
+/// `delete`, `key?`, `compare_and_set`, `append`). magnus's own unwrap checks the type under
 /// `rb_protect` (about 200 instructions, a sixth of a single `db[key]`'s work in the
 /// extension); this compares the object's data type with the one magnus accepted before and
 /// reads the data pointer, falling back to magnus (and its `TypeError`) for anything else.
@@ -456,7 +457,7 @@ fn delete(ruby: &Ruby, rb_self: Value, key: RString) -> Result<Option<RString>, 
         Found::Small(v) => Ok(Some(bin(ruby, v.as_slice()))),
         Found::Big(_) => loop {
             let Some(old) = get(ruby, rb_self, key)? else { return Ok(None) };
-            if compare_and_set(ruby, this(&rb_self)?, key, Some(old), None)? {
+            if compare_and_set(ruby, rb_self, key, Some(old), None)? {
                 return Ok(Some(old));
             }
         },
@@ -768,12 +769,12 @@ fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
 /// replaces it with `new` (nil: removes it) and returns true; else returns false.
 fn compare_and_set(
     ruby: &Ruby,
-    rb_self: &DbObject,
+    rb_self: Value,
     key: RString,
     expected: Option<RString>,
     new: Option<RString>,
 ) -> Result<bool, Error> {
-    let h = rb_self.live(ruby)?;
+    let h = this(&rb_self)?.live(ruby)?;
     let big = expected.map_or(0, |s| s.len()).max(new.map_or(0, |s| s.len())) >= BIG_VALUE;
     let mut weight = if big { Weight::Large } else { Weight::Short };
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
@@ -808,8 +809,8 @@ fn compare_and_set(
 ///
 /// Weighed (under `:auto`) by the value it writes, the old value and the suffix: the engine
 /// rewrites the whole value.
-fn append(ruby: &Ruby, rb_self: &DbObject, key: RString, suffix: RString) -> Result<(), Error> {
-    let h = rb_self.live(ruby)?;
+fn append(ruby: &Ruby, rb_self: Value, key: RString, suffix: RString) -> Result<(), Error> {
+    let h = this(&rb_self)?.live(ruby)?;
     // SAFETY: the GVL is held and no Ruby code runs while the strings are borrowed.
     let (k, s) = (unsafe { key.as_slice() }, unsafe { suffix.as_slice() });
     let mut weight = if s.len() >= BIG_VALUE { Weight::Large } else { Weight::Short };
