@@ -1,3 +1,4 @@
+# Medians of the batch A/B (../single-call/ab.sh with CASES=batch): python3 med.py DIR
 import json, glob, statistics as st, sys
 d = sys.argv[1] if len(sys.argv) > 1 else "/tmp/abb"
 case = sys.argv[2] if len(sys.argv) > 2 else "batch"
