@@ -313,6 +313,48 @@ class TestThreads < Minitest::Test
     end
   end
 
+  # The binding counts batch calls holding the GVL and threads in released regions, to let a
+  # thread whose region ends wait awake for a batch call's release instead of sleeping in
+  # Ruby's queue. Every path out of a call (results, a wrong type, a closed handle, an
+  # interrupt) must give its counts back: one left behind would make every later released
+  # region wait its full limit. With no call in flight all three counts are 0.
+  def test_gvl_counts_return_to_zero_after_batches_errors_and_interrupts
+    assert_equal [0, 0, 0], Senju.__gvl_counts, "before"
+    MODES.each do |gvl|
+      Senju::DB.open(memory: true, gvl: gvl) do |db|
+        keys = Array.new(1500) { |i| "k#{i}" }
+        pairs = keys.to_h { |k| [k, "v#{k}"] }
+        db.set_many(pairs)
+        threads = Array.new(4) do |t|
+          Thread.new do
+            30.times do |i|
+              case (t + i) % 5
+              when 0 then db.set_many(pairs)
+              when 1 then assert_equal pairs.size, db.get_many(keys).compact.size
+              when 2 then db.keys
+              when 3 then db.each { |_k, _v| } # cursor chunks
+              else assert_raises(TypeError) { db.get_many(keys + [1]) }
+              end
+            end
+          end
+        end
+        threads.each(&:join)
+        assert_equal [0, 0, 0], Senju.__gvl_counts, "#{gvl}: after calls and errors"
+        worker = Thread.new do
+          Thread.current.report_on_exception = false
+          loop { db.get_many(keys) }
+        end
+        start = db.stats[:chunks]
+        Thread.pass until db.stats[:chunks] >= start + 4
+        worker.raise(RuntimeError, "stop")
+        assert_raises(RuntimeError) { worker.join }
+        assert_equal [0, 0, 0], Senju.__gvl_counts, "#{gvl}: after an interrupt"
+      end
+      assert_raises(Senju::ClosedError) { Senju::DB.open(memory: true, gvl: gvl).tap(&:close).get_many(["k"]) }
+      assert_equal [0, 0, 0], Senju.__gvl_counts, "#{gvl}: after a closed handle"
+    end
+  end
+
   def test_call_from_a_non_main_ractor
     skip "Ractor needs Ruby 3.0+" unless defined?(Ractor)
     Senju::DB.open(memory: true) do |db|

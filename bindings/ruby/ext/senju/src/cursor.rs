@@ -38,6 +38,7 @@ fn next_pairs(ruby: &Ruby, rb_self: &CursorObject, max: usize) -> Result<RArray,
         return Err(closed_error(ruby));
     }
     let max = max.clamp(1, 64 * CHUNK);
+    let _call = gvl::BatchCall::enter();
     let weight = if max >= BIG_BATCH { Weight::Batch } else { Weight::Short };
     type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
     let mut st: (Option<Pairs>, bool) = (None, false);

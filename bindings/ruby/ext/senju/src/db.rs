@@ -591,6 +591,7 @@ impl Gets {
 /// bytes, and the rest runs as a `Batch`, released.
 fn get_many(ruby: &Ruby, rb_self: &DbObject, keys: RArray) -> Result<RArray, Error> {
     let h = rb_self.live(ruby)?;
+    let _call = gvl::BatchCall::enter();
     let keys = string_array(ruby, keys)?;
     let out = PackedValues::with_capacity(keys.len()).map_err(|n| out_of_memory(ruby, n))?;
     let mut st = Gets { keys, out, heavy: false };
@@ -724,6 +725,7 @@ fn convert_pairs(ruby: &Ruby, hash: RHash) -> Result<PairsAcc, Error> {
 /// before it stay set.
 fn set_many(ruby: &Ruby, rb_self: &DbObject, hash: RHash) -> Result<(), Error> {
     let h = rb_self.live(ruby)?;
+    let _call = gvl::BatchCall::enter();
     let mut acc = PairsAcc::with_capacity(ruby, hash.len())?;
     // SAFETY: `collect_pair` matches `rb_hash_foreach`'s callback type and `arg` is `acc`,
     // alive on this frame for the whole call. The callback calls no Ruby API and does not
@@ -862,8 +864,10 @@ fn clear(ruby: &Ruby, rb_self: &DbObject) -> Result<(), Error> {
 /// `db.stats`: a Hash of counters (Symbol keys): the store's, plus `chunks`, the chunks of
 /// batch and scan work this handle has run (interrupts are checked between two chunks),
 /// `busy_waits`, the short writes under `:auto` that found their shard held by another
-/// thread and waited for it as a batch does, and `auto_releases`, the stretches of work
-/// under `:auto` that ran with the GVL released (this call's own included).
+/// thread and waited for it as a batch does, `auto_releases`, the stretches of work
+/// under `:auto` that ran with the GVL released (this call's own included), and
+/// `awake_waits`, the released stretches that ended waiting awake for another thread's
+/// batch call to release the GVL, and took it then without sleeping in Ruby's queue.
 ///
 /// Weighed `Io`: the engine visits every shard, taking each one's lock.
 fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
@@ -887,6 +891,7 @@ fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
         ("chunks", h.policy.chunks()),
         ("busy_waits", h.policy.busy_waits()),
         ("auto_releases", h.policy.auto_releases()),
+        ("awake_waits", h.policy.awake_waits()),
     ] {
         hash.aset(ruby.to_symbol(name), v)?;
     }
@@ -900,6 +905,7 @@ fn stats(ruby: &Ruby, rb_self: &DbObject) -> Result<RHash, Error> {
 /// chunks.
 fn keys(ruby: &Ruby, rb_self: &DbObject) -> Result<RArray, Error> {
     let h = rb_self.live(ruby)?;
+    let _call = gvl::BatchCall::enter();
     let mut st = (h.db.cursor(), Vec::new());
     gvl::run(ruby, &h.policy, Weight::Batch, &mut st, |(cursor, out)| {
         let chunk = cursor.next_keys(&h.db, CHUNK)?;
@@ -960,8 +966,16 @@ fn gvl_index(rb_self: &DbObject) -> u8 {
     rb_self.h.policy.mode() as u8
 }
 
+/// `Senju.__gvl_counts`: the binding's counts of batch calls holding the GVL, threads in
+/// released regions and threads taking the GVL back (all 0 with no call in flight), for the
+/// tests.
+fn gvl_counts() -> Vec<i64> {
+    gvl::counts().to_vec()
+}
+
 /// Defines `Senju::DB` and its native methods (and, through `cursor`, `Senju::DB::Cursor`).
 pub(crate) fn define(ruby: &Ruby, senju: RModule) -> Result<(), Error> {
+    senju.define_singleton_method("__gvl_counts", function!(gvl_counts, 0))?;
     let class: RClass = senju.define_class("DB", ruby.class_object())?;
     class.undef_default_alloc_func();
     class.define_singleton_method("_open", function!(open, 11))?;

@@ -21,11 +21,12 @@
 //!   thread between calls); the convoy detector is per handle.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::null_mut;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use magnus::{Error, Ruby};
@@ -159,6 +160,10 @@ pub(crate) struct Policy {
     /// count them to check what is weighed heavy enough to release. Short calls, which
     /// `Auto` holds, never touch it.
     auto_releases: AtomicU64,
+    /// Released regions of this handle that ended waiting awake for another thread's batch
+    /// call to release the GVL, and saw it do so (see [`wait_awake`]), for
+    /// `stats[:awake_waits]`.
+    awake_waits: AtomicU64,
     /// `now_ns()` until which `Batch` calls are held (0: release).
     hold_until: AtomicU64,
     /// Convoys seen back to back (the window's doubling count).
@@ -172,6 +177,7 @@ impl Policy {
             chunks: AtomicU64::new(0),
             busy_waits: AtomicU64::new(0),
             auto_releases: AtomicU64::new(0),
+            awake_waits: AtomicU64::new(0),
             hold_until: AtomicU64::new(0),
             strikes: AtomicU32::new(0),
         }
@@ -194,6 +200,11 @@ impl Policy {
     /// Regions released under `Auto` so far (see `auto_releases`).
     pub(crate) fn auto_releases(&self) -> u64 {
         self.auto_releases.load(Ordering::Relaxed)
+    }
+
+    /// Released regions that ended waiting awake for the GVL (see `awake_waits`).
+    pub(crate) fn awake_waits(&self) -> u64 {
+        self.awake_waits.load(Ordering::Relaxed)
     }
 
     /// Whether calls are weighed at all: only `Auto` releases by weight, so only there is it
@@ -300,6 +311,176 @@ impl Drop for Place {
     }
 }
 
+/// What [`wait_awake`] reads: counts of one Ractor's threads (each Ractor has a GVL of its
+/// own), kept in Ractor-local storage and changed only by batch calls (`get_many`,
+/// `set_many`, `keys`, a cursor's chunk) and their released regions. Relaxed throughout,
+/// except where noted: a heuristic guarding no data, where a stale value costs one sleep in
+/// Ruby's queue or one wait of [`AWAKE_WAIT`], never correctness.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct Counts {
+    /// Batch calls holding the GVL: from the call's start (copying its inputs) to its end
+    /// (building its results), except while it runs a released region.
+    holding: AtomicIsize,
+    /// Batch calls inside a released region: running it, waiting awake at its end, or
+    /// taking the GVL back.
+    away: AtomicUsize,
+    /// Batch calls whose released region is over and that are taking the GVL back (counted
+    /// in `away` too): about to hold it, or asleep in Ruby's queue for it.
+    taking: AtomicUsize,
+    /// Released regions of batch calls started so far.
+    releases: AtomicUsize,
+}
+
+impl Counts {
+    /// Whether a batch call holds the GVL or is taking it. `taking` is read first, with
+    /// Acquire, pairing with the Release that drops it after `holding` was raised: a call
+    /// that moves from one to the other is seen in at least one of them.
+    fn busy(&self) -> bool {
+        let taking = self.taking.load(Ordering::Acquire).min(isize::MAX as usize) as isize;
+        self.holding.load(Ordering::Relaxed).saturating_add(taking) > 0
+    }
+}
+
+/// The Ractor-local storage key of [`Counts`], made by [`init`].
+static COUNTS_KEY: OnceLock<usize> = OnceLock::new();
+
+/// Makes the Ractor-local storage key of [`Counts`]. Called once, while the extension is
+/// loaded (in the main Ractor, with the GVL held).
+pub(crate) fn init() {
+    unsafe extern "C" fn free_counts(p: *mut c_void) {
+        if !p.is_null() {
+            // SAFETY: `p` came from `Box::into_raw` in `counts_here`, and Ruby frees a
+            // Ractor's storage once, when no thread of that Ractor runs any more.
+            drop(unsafe { Box::from_raw(p.cast::<Counts>()) });
+        }
+    }
+    static TYPE: rb_sys::rb_ractor_local_storage_type =
+        rb_sys::rb_ractor_local_storage_type { mark: None, free: Some(free_counts) };
+    COUNTS_KEY.get_or_init(|| {
+        // SAFETY: called with the GVL held, during `Init_senju`; `TYPE` is static.
+        unsafe { rb_sys::rb_ractor_local_storage_ptr_newkey(&raw const TYPE) as usize }
+    });
+}
+
+/// This Ractor's [`Counts`], made on first use. The GVL must be held.
+fn counts_here() -> Option<&'static Counts> {
+    let key = *COUNTS_KEY.get()? as rb_sys::rb_ractor_local_key_t;
+    // SAFETY: the GVL is held (callers' rule) and `key` was issued by `init`.
+    let mut p = unsafe { rb_sys::rb_ractor_local_storage_ptr(key) }.cast::<Counts>();
+    if p.is_null() {
+        p = Box::into_raw(Box::<Counts>::default());
+        // SAFETY: as above; the storage owns `p` from now on (freed by `free_counts`).
+        unsafe { rb_sys::rb_ractor_local_storage_ptr_set(key, p.cast::<c_void>()) };
+    }
+    // SAFETY: the storage keeps it until the Ractor is gone, after its threads' calls.
+    Some(unsafe { &*p })
+}
+
+/// The counts of the calling Ractor as `[holding, away, taking]`: all 0 with no batch call
+/// in flight. `Senju.__gvl_counts` returns them for the tests (a count left behind would
+/// make every later released region of a batch wait its whole [`AWAKE_WAIT`]).
+pub(crate) fn counts() -> [i64; 3] {
+    let Some(c) = counts_here() else { return [0; 3] };
+    let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    [
+        c.holding.load(Ordering::Relaxed) as i64,
+        as_i64(c.away.load(Ordering::Relaxed)),
+        as_i64(c.taking.load(Ordering::Relaxed)),
+    ]
+}
+
+thread_local! {
+    /// The [`Counts`] of the batch call running on this thread (null outside one). Set and
+    /// cleared within one call, which stays on its OS thread, so nothing is tied to the OS
+    /// thread across calls (Ruby 3.3's M:N threads).
+    static CURRENT: Cell<*const Counts> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The longest a released region waits awake at its end for a batch call that holds the
+/// GVL to release it (see [`wait_awake`]): a 1000-key `get_many` holds it for about 100 µs
+/// to build its results.
+const AWAKE_WAIT: Duration = Duration::from_micros(300);
+
+/// A batch call (`get_many`, `set_many`, `keys`, a cursor's chunk): while it lives, its
+/// thread counts in its Ractor's [`Counts`] as holding the GVL, except while it runs a
+/// released region, and its regions wait awake for other batch calls ([`wait_awake`]).
+pub(crate) struct BatchCall {
+    counts: Option<&'static Counts>,
+    outer: *const Counts,
+}
+
+impl BatchCall {
+    /// Enters a batch call. The GVL must be held.
+    pub(crate) fn enter() -> BatchCall {
+        let counts = counts_here();
+        if let Some(c) = counts {
+            c.holding.fetch_add(1, Ordering::Relaxed);
+        }
+        let outer = CURRENT.replace(counts.map_or(std::ptr::null(), std::ptr::from_ref));
+        BatchCall { counts, outer }
+    }
+}
+
+impl Drop for BatchCall {
+    fn drop(&mut self) {
+        if let Some(c) = self.counts {
+            c.holding.fetch_sub(1, Ordering::Relaxed);
+        }
+        CURRENT.set(self.outer);
+    }
+}
+
+/// At the end of a batch call's released region, while a batch call of another thread of
+/// this Ractor holds the GVL (or is taking it) and fewer batch regions than CPUs run: waits
+/// awake, for at most [`AWAKE_WAIT`], until that call releases the GVL, instead of asking
+/// Ruby for it now.
+///
+/// Ruby's GVL waiter sleeps in the kernel, and the holder's release wakes it. On a VM whose
+/// idle CPUs halt at once (the project's guests: `haltpoll.guest_halt_poll_ns=0`) a
+/// condition variable's round trip between two threads takes 113-126 µs, 8 µs with the
+/// guest polling 200 µs before it halts (lab 0025), so each such hand-off left the GVL's
+/// next holder asleep for about half a `get_many`'s held part. Waiting awake, this thread
+/// sees the other call release and takes the free GVL without a sleep. The wait spends a
+/// CPU only while one is left over: with as many regions running as CPUs, they have work.
+///
+/// Returns whether it waited and saw the hand-off.
+fn wait_awake(c: &Counts) -> bool {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if !c.busy() {
+        return false;
+    }
+    // Acquire, pairing with the Release of a region's start: seeing the release, this
+    // thread sees that call's drop of `holding` too.
+    let released = c.releases.load(Ordering::Acquire);
+    let started = Instant::now();
+    loop {
+        // The holder released (its call may have returned to Ruby code first: then the GVL
+        // is still held, and the wait goes on until a region starts).
+        if c.releases.load(Ordering::Acquire) != released && !c.busy() {
+            return true;
+        }
+        // Threads running regions or waiting awake, this one included.
+        let running =
+            c.away.load(Ordering::Relaxed).saturating_sub(c.taking.load(Ordering::Relaxed));
+        if running >= cpus || started.elapsed() >= AWAKE_WAIT {
+            return false;
+        }
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The [`Counts`] of the batch call on this thread, if it is in one.
+fn batch_counts() -> Option<&'static Counts> {
+    let p = CURRENT.get();
+    // SAFETY: a non-null `CURRENT` was set by a live `BatchCall` of this thread from a
+    // reference to Ractor-local storage that outlives the call.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
 /// Runs `step` on `state` until it reports [`Step::Done`] or fails, releasing the GVL or not
 /// as `policy` says for `weight`. Pending interrupts are handled between steps (held) or
 /// after each released region of at most [`REGION`] (plus one step); an interrupt that
@@ -369,6 +550,14 @@ where
         }
         policy.count_release();
         let started = Instant::now();
+        // A batch call's region is counted for `wait_awake`. Release: a thread that sees
+        // the new `releases` sees `holding` dropped too.
+        let counts = batch_counts();
+        if let Some(c) = counts {
+            c.holding.fetch_sub(1, Ordering::Relaxed);
+            c.away.fetch_add(1, Ordering::Relaxed);
+            c.releases.fetch_add(1, Ordering::Release);
+        }
         let ran = without_gvl(&cancel, || {
             let result = loop {
                 match step(state, &cancel) {
@@ -382,10 +571,26 @@ where
                     other => break other,
                 }
             };
-            // The work is done: waiting for the GVL takes no CPU.
+            // The work is done: the place among large calls is free for another.
             drop(place.take());
-            (result, started.elapsed())
+            let work = started.elapsed();
+            if let Some(c) = counts {
+                if wait_awake(c) {
+                    policy.awake_waits.fetch_add(1, Ordering::Relaxed);
+                }
+                c.taking.fetch_add(1, Ordering::Relaxed);
+            }
+            (result, work)
         });
+        if let Some(c) = counts {
+            // The GVL is held again. Release: `holding` is raised before `taking` drops,
+            // so `busy` never misses this call in between.
+            c.holding.fetch_add(1, Ordering::Relaxed);
+            if ran.is_some() {
+                c.taking.fetch_sub(1, Ordering::Release);
+            }
+            c.away.fetch_sub(1, Ordering::Relaxed);
+        }
         let outcome = match ran {
             // Ruby did not run the function: an interrupt was pending before release.
             None => None,

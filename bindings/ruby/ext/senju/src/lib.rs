@@ -34,6 +34,7 @@ mod entry {
         // marks the methods defined after it as safe to call from non-main Ractors, which
         // they are (they share nothing but the `Arc`ed, thread-safe handle).
         unsafe { rb_sys::rb_ext_ractor_safe(true) };
+        super::gvl::init();
         let senju = ruby.define_module("Senju")?;
         super::db::define(ruby, senju)?;
         // Every lazily found class is found now, not on first use. magnus's `Lazy` runs its
