@@ -966,9 +966,8 @@ fn gvl_index(rb_self: &DbObject) -> u8 {
     rb_self.h.policy.mode() as u8
 }
 
-/// `Senju.__gvl_counts`: the binding's counts of batch calls holding the GVL, threads in
-/// released regions and threads taking the GVL back (all 0 with no call in flight), for the
-/// tests.
+/// `Senju.__gvl_counts`: the calling Ractor's counts of batch calls holding the GVL, in
+/// released regions and taking the GVL back (all 0 with no call in flight), for the tests.
 fn gvl_counts() -> Vec<i64> {
     gvl::counts().to_vec()
 }
