@@ -18,7 +18,7 @@ fn spawn_child(role: &str, path: &std::path::Path) -> Child {
         .env("SENJU_TEST_CHILD", role)
         .env("SENJU_TEST_PATH", path)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
 }
