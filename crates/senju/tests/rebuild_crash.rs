@@ -12,7 +12,7 @@ mod common;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::TempDir;
 use senju::{Builder, Durability, StorageError};
@@ -141,6 +141,15 @@ fn close_stops_a_waiting_rebuild_before_it_returns() {
         // the rebuild is done (the next open frees the old space), so it reports success.
         let rebuilt_result = rebuild.join().unwrap();
         assert!(rebuilt_result.is_ok(), "{rebuilt_result:?}");
+        assert!(!closed.load(Ordering::SeqCst), "close returned while the reader held a pin");
+        // The rebuild returns as soon as it sees `close` begin, which may be before `close`
+        // marks the handle closed: the reader steps only after that mark, or its step could
+        // still read.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !db.is_closed() {
+            assert!(Instant::now() < deadline, "close never marked the handle closed");
+            std::thread::yield_now();
+        }
         assert!(!closed.load(Ordering::SeqCst), "close returned while the reader held a pin");
         step.send(()).unwrap();
         assert!(matches!(reader.join().unwrap(), Some(Err(StorageError::Closed))));
