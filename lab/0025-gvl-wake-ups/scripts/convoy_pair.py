@@ -1,5 +1,5 @@
-"""Paired new/old ratios of the convoy cells (store thread's ops/s) of lib-ab.sh runs:
-python3 convoy_pair.py OUT..."""
+"""Paired new/old ratios of the convoy cells (store thread's ops/s) of runs of
+../../0004-ruby-threads/single-call/ab.sh: python3 convoy_pair.py OUT..."""
 import glob, json, statistics as st, sys
 cells = {}
 for d in sys.argv[1:]:

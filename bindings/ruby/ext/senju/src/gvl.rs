@@ -130,6 +130,12 @@ fn min_wait_for(slice_ms: Option<u64>) -> Duration {
     }
 }
 
+/// The CPUs this process may run on (1 if unknown), read once.
+fn cpus() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Monotonic nanoseconds since the first call (a process-wide origin, not thread-local).
 fn now_ns() -> u64 {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
@@ -291,9 +297,7 @@ impl Place {
         if mode != Mode::Auto || weight != Weight::Large {
             return Some(Place { counted: false });
         }
-        static LIMIT: OnceLock<usize> = OnceLock::new();
-        let limit =
-            *LIMIT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let limit = cpus();
         // Relaxed: a count, guarding no data.
         if RELEASED.fetch_add(1, Ordering::Relaxed) >= limit {
             RELEASED.fetch_sub(1, Ordering::Relaxed);
@@ -446,8 +450,7 @@ impl Drop for BatchCall {
 ///
 /// Returns whether it waited and saw the hand-off.
 fn wait_awake(c: &Counts) -> bool {
-    static CPUS: OnceLock<usize> = OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cpus = cpus();
     if !c.busy() {
         return false;
     }
