@@ -11,7 +11,7 @@ use crate::auto::AutoRebuild;
 use crate::db::Db;
 use crate::epoch::Epochs;
 use crate::error::OpenError;
-use crate::file_lock;
+use crate::file_lock::{self, Unlocking};
 use crate::format::{
     self, CHUNK_INDEX, CHUNK_RECORDS, ChunkHeader, DIR_ENTRY_LEN, DirEntry, FLAG_CLEAN, HEADER_LEN,
     Header, HeaderError, MAX_FILE_LEN, PAGE, VERSION,
@@ -288,10 +288,15 @@ impl Builder {
         if !file_lock::try_lock(&file, file_lock::Kind::Exclusive).map_err(io_err)? {
             return Err(locked(&file, path));
         }
+        // A refused open gives the lock back explicitly (see `file_lock`); an open one keeps
+        // it until `close`.
+        let held = Unlocking::new(file.try_clone().map_err(io_err)?);
         if self.truncate {
             file.set_len(0).map_err(io_err)?;
         }
-        open_file(file, Some(path), shard_bits, &self)
+        let db = open_file(file, Some(path), shard_bits, &self)?;
+        held.keep();
+        Ok(db)
     }
 
     /// [`open`](Builder::open) for [`read_only`](Builder::read_only): a shared lock, no
@@ -314,6 +319,7 @@ impl Builder {
         if !file_lock::try_lock(&file, file_lock::Kind::Shared).map_err(io_err)? {
             return Err(locked(&file, path));
         }
+        let held = Unlocking::new(file.try_clone().map_err(io_err)?);
         let len = file.metadata().map_err(io_err)?.len();
         let mut b = [0u8; HEADER_LEN];
         let n = file.read_at(&mut b, 0).map_err(io_err)?;
@@ -348,6 +354,7 @@ impl Builder {
         for (off, len) in sort_space(&shards, &walk).free {
             ctx.free.add(off, len);
         }
+        held.keep();
         Ok(Db::from_parts(ctx, shards, header, Some(path), true))
     }
 

@@ -38,7 +38,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::error::OpenError;
-use crate::file_lock;
+use crate::file_lock::{self, Unlocking};
 use crate::format::{
     self, CHUNK_HEADER_LEN, CHUNK_INDEX, ChunkHeader, DIR_ENTRY_LEN, DirEntry, FLAG_CLEAN,
     HEADER_LEN, Header, HeaderError, MAGIC, PAGE, REC_SET, Record, SLOT_HASH_BITS, TOMBSTONE,
@@ -256,8 +256,9 @@ pub fn check_with_progress(
     Ok(r.finish())
 }
 
-/// Opens `path` for reading under a shared lock; returns the file and its length.
-pub(crate) fn open_shared(path: &Path) -> Result<(File, u64), OpenError> {
+/// Opens `path` for reading under a shared lock; returns the file, which gives the lock back
+/// when dropped, and its length.
+pub(crate) fn open_shared(path: &Path) -> Result<(Unlocking, u64), OpenError> {
     let io_err = |source| OpenError::Io { path: path.to_path_buf(), source };
     let file = match File::open(path) {
         Ok(f) => f,
@@ -276,6 +277,7 @@ pub(crate) fn open_shared(path: &Path) -> Result<(File, u64), OpenError> {
         };
         return Err(OpenError::Locked { path: path.into(), pid });
     }
+    let file = Unlocking::new(file);
     let len = file.metadata().map_err(io_err)?.len();
     Ok((file, len))
 }

@@ -6,9 +6,16 @@
 //! the descriptor is closed (or [`unlock`] is called) and it also excludes a second `open` of
 //! the same file inside one process. `flock` does not report the holder, so each writer
 //! records its pid in the file header right after taking the lock; a refused opener reads it.
+//!
+//! Every holder gives its lock back with [`unlock`] rather than leaving that to the close:
+//! the open file description outlives our descriptor while any copy of it is open, and a
+//! child process that another thread forks holds a copy of every descriptor until it calls
+//! `exec` (`O_CLOEXEC` closes them only then). A lock left to the close could so outlive its
+//! holder for that window and refuse the next opener. [`Unlocking`] does it on every path.
 
 use std::fs::File;
 use std::io;
+use std::ops::Deref;
 use std::os::fd::{AsRawFd, FromRawFd};
 
 /// Which advisory lock to take.
@@ -41,6 +48,43 @@ pub(crate) fn unlock(file: &File) -> io::Result<()> {
     // SAFETY: a plain syscall on a descriptor we own.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// A file whose advisory lock is given back ([`unlock`]) when this is dropped, unless
+/// [`keep`](Unlocking::keep) says the lock now belongs to something else.
+pub(crate) struct Unlocking {
+    file: File,
+    armed: bool,
+}
+
+impl Unlocking {
+    /// Wraps a file whose lock this process has just taken.
+    pub(crate) fn new(file: File) -> Self {
+        Self { file, armed: true }
+    }
+
+    /// Leaves the lock in place: dropping only closes this descriptor.
+    pub(crate) fn keep(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Deref for Unlocking {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Drop for Unlocking {
+    fn drop(&mut self) {
+        if self.armed {
+            // Nothing to do if this fails: the close right after gives the lock back unless
+            // another copy of the descriptor is open.
+            let _ = unlock(&self.file);
+        }
+    }
 }
 
 /// An anonymous, growable in-memory file (`memfd_create`).
@@ -87,6 +131,30 @@ mod tests {
         assert!(try_lock(&b, Kind::Shared).unwrap());
         assert!(try_lock(&a, Kind::Shared).unwrap(), "shared locks coexist");
         assert!(!try_lock(&File::open(&path).unwrap(), Kind::Exclusive).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A copy of the descriptor left open (as a child forked by another thread holds one
+    /// until it execs) does not keep a dropped [`Unlocking`]'s lock; a kept one stays.
+    #[test]
+    fn unlocking_gives_the_lock_back_while_a_copy_of_the_descriptor_is_open() {
+        let dir = std::env::temp_dir().join(format!("senju-unlocking-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let a = File::create(&path).unwrap();
+        assert!(try_lock(&a, Kind::Shared).unwrap());
+        let copy = a.try_clone().unwrap();
+        drop(Unlocking::new(a));
+        assert!(try_lock(&File::open(&path).unwrap(), Kind::Exclusive).unwrap());
+        drop(copy);
+
+        let b = File::open(&path).unwrap();
+        assert!(try_lock(&b, Kind::Exclusive).unwrap());
+        let copy = b.try_clone().unwrap();
+        Unlocking::new(b).keep();
+        assert!(!try_lock(&File::open(&path).unwrap(), Kind::Shared).unwrap(), "kept");
+        drop(copy);
+        assert!(try_lock(&File::open(&path).unwrap(), Kind::Shared).unwrap(), "closed");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
