@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::TempDir;
 use senju::{Builder, Db, StorageError};
@@ -76,8 +76,14 @@ fn an_iterator_stops_with_closed_and_lets_close_finish() {
             db.close().unwrap();
             closed.store(true, Ordering::SeqCst);
         });
-        // Let the close reach its wait for the reader, then let the reader step.
-        std::thread::sleep(Duration::from_millis(100));
+        // Let the close mark the handle closed and reach its wait for the reader, then let
+        // the reader step (before the mark, its step would still read).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !db.is_closed() {
+            assert!(Instant::now() < deadline, "close never marked the handle closed");
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
         assert!(!closed.load(Ordering::SeqCst), "close returned while an iterator held a pin");
         step.send(()).unwrap();
         let (after, ended, was_closed) = reader.join().unwrap();

@@ -124,13 +124,21 @@ fn close_stops_a_waiting_rebuild_before_it_returns() {
             it.next().map(|r| r.map(|_| ()))
         });
         held.recv().unwrap();
+        let (copying, copied) = mpsc::channel();
         let rebuild = s.spawn(move || {
-            let r = db.rebuild();
+            let r = db.rebuild_with_progress(|done, total| {
+                if done == total {
+                    copying.send(()).unwrap();
+                }
+            });
             rebuilt.store(true, Ordering::SeqCst);
             r
         });
-        // Let the rebuild reach its wait for the reader (it cannot get past it).
-        std::thread::sleep(Duration::from_millis(200));
+        // Every shard copied, so the close below cannot stop the rebuild short of its commit
+        // (it would fail with `Closed`); then let it reach its wait for the reader (it
+        // cannot get past it).
+        copied.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
         assert!(!rebuilt.load(Ordering::SeqCst), "the rebuild did not wait for the reader");
         let closer = s.spawn(move || {
             let r = db.close();
