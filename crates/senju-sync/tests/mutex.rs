@@ -44,8 +44,9 @@ fn next(seed: &mut u64) -> u64 {
 
 #[test]
 fn eight_threads_mixing_every_operation_exclude_each_other() {
-    let _done = watchdog("mixing", 120);
+    // The watchdog starts once this test has the machine: waiting for another test is not a hang.
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _done = watchdog("mixing", 120);
     const THREADS: usize = 8;
     const ROUNDS: u64 = if cfg!(miri) { 40 } else { 20_000 };
     let lock = Mutex::new(0u64);
@@ -131,12 +132,12 @@ const HOLD_SPINS: u32 = 200;
 /// `must_wait`: B must have registered in some trial (with `NoBarge` it registers at every
 /// miss; with the default policy it may win every time while barging).
 fn hand_off_bound<const K: u32, R: Relax>(trials: u32, must_wait: bool) {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _done = watchdog("hand-off", 120);
     let lock = lock_api::Mutex::<RawMutex<K, R>, ()>::new(());
     let acquisitions = AtomicU64::new(0);
     let seen_waiter = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut worst = 0;
     let mut waited = 0;
     let mut over = 0;
