@@ -1,17 +1,21 @@
-//! Opens mutated senju database files and uses them: reads, iteration, writes, close and a
-//! second open (recovery of whatever the first left). Every outcome is fine except a panic,
-//! an abort or undefined behaviour (run under the sanitizers `cargo fuzz` enables).
+//! Opens mutated senju database files and uses them: `check`, `salvage` and a read-only open
+//! of the damaged file as it is, then reads, iteration, writes, close and a second open
+//! (recovery of whatever the first left). Every outcome is fine except a panic, an abort,
+//! undefined behaviour (run under the sanitizers `cargo fuzz` enables), a value nobody
+//! wrote, and a salvaged file that is itself damaged or unreadable.
 //!
 //! Input: byte 0 picks the base file (a cleanly closed database, a crash copy of it, a
-//! truncated clean copy, or the rest of the input itself as the whole file); the rest is a
-//! list of 6-byte edits `[op, offset u32 LE, value]`: XOR a byte, set a byte, zero the
-//! 4096-byte page holding the offset, or cut the file there. Starting from valid files lets
-//! the fuzzer get past the header and chunk checksums with a few bytes of input.
+//! truncated clean copy, the rest of the input itself as the whole file, or a clean or crash
+//! copy of a database of large values whose space was reused) and whether the first open
+//! writes; the rest is a list of 6-byte edits `[op, offset u32 LE, value]`: XOR a byte, set a
+//! byte, zero the 4096-byte page holding the offset, or cut the file there. Starting from
+//! valid files lets the fuzzer get past the header and chunk checksums with a few bytes of
+//! input.
 
 #![no_main]
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
@@ -22,9 +26,48 @@ fn keys() -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> {
         .map(|i| (format!("{i:08}").into_bytes(), vec![b'a' + (i % 26) as u8; (i % 37) as usize]))
 }
 
+/// Keys `big0`..`big3`, each written with 20 KiB values of generations `0..BIG_GENERATIONS`:
+/// values over 16 KiB replaced between two syncs have their space reused.
+const BIG_KEYS: u8 = 4;
+const BIG_GENERATIONS: u8 = 5;
+
+fn big_key(i: u8) -> Vec<u8> {
+    format!("big{i}").into_bytes()
+}
+
+fn big_value(i: u8, generation: u8) -> Vec<u8> {
+    vec![b'A' + generation; 20_000 + usize::from(i)]
+}
+
 /// A file name of this process's own.
 fn scratch(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("senju-fuzz-{}-{name}", std::process::id()))
+}
+
+/// `[clean, crash copy]` of a database of large values, each overwritten between syncs (so
+/// the file holds reused and freed space) and one of them removed.
+fn big_bases() -> &'static [Vec<u8>; 2] {
+    static BASES: OnceLock<[Vec<u8>; 2]> = OnceLock::new();
+    BASES.get_or_init(|| {
+        let path = scratch("big-base.sj");
+        let _ = std::fs::remove_file(&path);
+        let db = Db::builder().shards(4).open(&path).expect("create the large-value base");
+        for generation in 0..BIG_GENERATIONS {
+            for i in 0..BIG_KEYS {
+                db.set(&big_key(i), &big_value(i, generation)).expect("set");
+            }
+            db.sync(Durability::Soft).expect("sync");
+        }
+        db.remove(&big_key(0)).expect("remove");
+        db.set(b"00000003", b"small").expect("set");
+        db.sync(Durability::Soft).expect("sync");
+        let crash = std::fs::read(&path).expect("read");
+        db.close().expect("close");
+        drop(db);
+        let clean = std::fs::read(&path).expect("read");
+        let _ = std::fs::remove_file(&path);
+        [clean, crash]
+    })
 }
 
 /// `[clean, crash copy]` of one small database (4 shards, sets, overwrites, removes).
@@ -79,8 +122,12 @@ fn written(key: &[u8], value: &[u8]) -> bool {
     static VALUES: OnceLock<HashMap<Vec<u8>, (Vec<u8>, bool)>> = OnceLock::new();
     let values =
         VALUES.get_or_init(|| keys().enumerate().map(|(i, (k, v))| (k, (v, i % 3 == 0))).collect());
+    if let Some(i) = (0..BIG_KEYS).find(|&i| key == big_key(i)) {
+        return (0..BIG_GENERATIONS).any(|g| value == big_value(i, g));
+    }
     match key {
         b"00000001" if value == b"fuzz" => true,
+        b"00000003" if value == b"small" => true,
         b"a new key" => value == [7; 300],
         _ => values
             .get(key)
@@ -88,11 +135,14 @@ fn written(key: &[u8], value: &[u8]) -> bool {
     }
 }
 
-/// Opens the file at `path` and uses it; errors are expected, panics and values nobody
-/// wrote are bugs.
-fn exercise(path: &std::path::Path, write: bool) {
-    let Ok(db) = Db::open(path) else { return };
-    for (k, _) in keys() {
+/// Every key the bases ever held.
+fn all_keys() -> impl Iterator<Item = Vec<u8>> {
+    keys().map(|(k, _)| k).chain((0..BIG_KEYS).map(big_key))
+}
+
+/// Reads every key and scans the store: errors are expected, values nobody wrote are bugs.
+fn read_all(db: &Db) {
+    for k in all_keys() {
         if let Ok(Some(v)) = db.get(&k) {
             assert!(written(&k, &v), "a value nobody wrote for {k:?}: {v:?}");
         }
@@ -106,6 +156,40 @@ fn exercise(path: &std::path::Path, write: bool) {
             Err(_) => break,
         }
     }
+}
+
+/// What a user does with a file they suspect: `check` it, read it without writing, and
+/// `salvage` it. None of these changes the file. Whatever `salvage` writes must be a clean
+/// database that `check` passes, opens, and holds only values somebody wrote.
+fn inspect(path: &Path) {
+    let _ = senju::check(path);
+    if let Ok(db) = Db::builder().read_only(true).open(path) {
+        read_all(&db);
+        let _ = db.close();
+    }
+    let out = scratch("salvaged.sj");
+    if let Ok(report) = senju::salvage(path, &out) {
+        let checked = senju::check(&out).expect("check a salvaged file");
+        assert!(checked.is_ok() && checked.closed_cleanly, "salvage wrote {checked:?}");
+        assert_eq!(checked.records, report.records, "salvage's count and check's differ");
+        let db = Db::open(&out).expect("open a salvaged file");
+        let mut scanned = 0;
+        for item in db.iter() {
+            let (k, v) = item.expect("scan a salvaged file");
+            assert!(written(&k, &v), "salvage kept a pair nobody wrote: {k:?} {v:?}");
+            scanned += 1;
+        }
+        assert_eq!(scanned, report.records, "salvage's count and the scan differ");
+        db.close().expect("close a salvaged file");
+    }
+    let _ = std::fs::remove_file(&out);
+}
+
+/// Opens the file at `path` and uses it; errors are expected, panics and values nobody
+/// wrote are bugs.
+fn exercise(path: &Path, write: bool) {
+    let Ok(db) = Db::open(path) else { return };
+    read_all(&db);
     if write {
         let _ = db.set(b"00000001", b"fuzz");
         let _ = db.set(b"a new key", &[7; 300]);
@@ -121,7 +205,7 @@ fn exercise(path: &std::path::Path, write: bool) {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
-    let mut file = match mode % 4 {
+    let mut file = match mode % 6 {
         0 => bases()[0].clone(),
         1 => bases()[1].clone(),
         2 => {
@@ -129,16 +213,19 @@ fuzz_target!(|data: &[u8]| {
             f.truncate(f.len() / 2);
             f
         }
-        _ => rest.to_vec(),
+        3 => rest.to_vec(),
+        4 => big_bases()[0].clone(),
+        _ => big_bases()[1].clone(),
     };
-    if mode % 4 != 3 {
+    if mode % 6 != 3 {
         mutate(&mut file, rest);
     }
     let path = scratch("case.sj");
     if std::fs::write(&path, &file).is_err() {
         return;
     }
-    exercise(&path, mode & 4 != 0);
+    inspect(&path);
+    exercise(&path, (mode / 6) % 2 == 1);
     // Whatever the first open left (recovered, rewritten, or untouched) must open again.
     exercise(&path, false);
     let _ = std::fs::remove_file(&path);
