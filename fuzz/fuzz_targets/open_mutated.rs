@@ -44,29 +44,37 @@ fn scratch(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("senju-fuzz-{}-{name}", std::process::id()))
 }
 
+/// `[clean, crash copy]` of a 4-shard database that `fill` writes: the crash copy is the
+/// file after a soft sync with the handle still open, the clean one after `close`.
+fn make_bases(name: &str, fill: impl FnOnce(&Db)) -> [Vec<u8>; 2] {
+    let path = scratch(name);
+    let _ = std::fs::remove_file(&path);
+    let db = Db::builder().shards(4).open(&path).expect("create a base file");
+    fill(&db);
+    db.sync(Durability::Soft).expect("sync");
+    let crash = std::fs::read(&path).expect("read");
+    db.close().expect("close");
+    drop(db);
+    let clean = std::fs::read(&path).expect("read");
+    let _ = std::fs::remove_file(&path);
+    [clean, crash]
+}
+
 /// `[clean, crash copy]` of a database of large values, each overwritten between syncs (so
 /// the file holds reused and freed space) and one of them removed.
 fn big_bases() -> &'static [Vec<u8>; 2] {
     static BASES: OnceLock<[Vec<u8>; 2]> = OnceLock::new();
     BASES.get_or_init(|| {
-        let path = scratch("big-base.sj");
-        let _ = std::fs::remove_file(&path);
-        let db = Db::builder().shards(4).open(&path).expect("create the large-value base");
-        for generation in 0..BIG_GENERATIONS {
-            for i in 0..BIG_KEYS {
-                db.set(&big_key(i), &big_value(i, generation)).expect("set");
+        make_bases("big-base.sj", |db| {
+            for generation in 0..BIG_GENERATIONS {
+                for i in 0..BIG_KEYS {
+                    db.set(&big_key(i), &big_value(i, generation)).expect("set");
+                }
+                db.sync(Durability::Soft).expect("sync");
             }
-            db.sync(Durability::Soft).expect("sync");
-        }
-        db.remove(&big_key(0)).expect("remove");
-        db.set(b"00000003", b"small").expect("set");
-        db.sync(Durability::Soft).expect("sync");
-        let crash = std::fs::read(&path).expect("read");
-        db.close().expect("close");
-        drop(db);
-        let clean = std::fs::read(&path).expect("read");
-        let _ = std::fs::remove_file(&path);
-        [clean, crash]
+            db.remove(&big_key(0)).expect("remove");
+            db.set(b"00000003", b"small").expect("set");
+        })
     })
 }
 
@@ -74,25 +82,17 @@ fn big_bases() -> &'static [Vec<u8>; 2] {
 fn bases() -> &'static [Vec<u8>; 2] {
     static BASES: OnceLock<[Vec<u8>; 2]> = OnceLock::new();
     BASES.get_or_init(|| {
-        let path = scratch("base.sj");
-        let _ = std::fs::remove_file(&path);
-        let db = Db::builder().shards(4).open(&path).expect("create the base file");
-        for (k, v) in keys() {
-            db.set(&k, &v).expect("set");
-        }
-        for (k, _) in keys().step_by(3) {
-            db.set(&k, b"overwritten").expect("overwrite");
-        }
-        for (k, _) in keys().step_by(7) {
-            db.remove(&k).expect("remove");
-        }
-        db.sync(Durability::Soft).expect("sync");
-        let crash = std::fs::read(&path).expect("read");
-        db.close().expect("close");
-        drop(db);
-        let clean = std::fs::read(&path).expect("read");
-        let _ = std::fs::remove_file(&path);
-        [clean, crash]
+        make_bases("base.sj", |db| {
+            for (k, v) in keys() {
+                db.set(&k, &v).expect("set");
+            }
+            for (k, _) in keys().step_by(3) {
+                db.set(&k, b"overwritten").expect("overwrite");
+            }
+            for (k, _) in keys().step_by(7) {
+                db.remove(&k).expect("remove");
+            }
+        })
     })
 }
 
