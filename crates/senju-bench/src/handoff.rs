@@ -86,6 +86,12 @@ pub struct HandoffRun {
     /// ([`crate::transfer`]; `None` where not measured, as in reports written before it was).
     #[serde(default)]
     pub line_round_trip_ns: Option<f64>,
+    /// CPU time each thread got while counting, ns (`CLOCK_THREAD_CPUTIME_ID`; thread order
+    /// as in `per_thread_ops`; empty in reports written before it was measured). Set beside
+    /// the holds it tells a lock that hands out holds unevenly from a scheduler that handed
+    /// out CPU time unevenly.
+    #[serde(default)]
+    pub per_thread_cpu_ns: Vec<u64>,
 }
 
 impl HandoffRun {
@@ -210,6 +216,8 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
                     let (mut ops, mut max_bypass) = (0u64, 0u64);
                     // Holds before this thread saw counting start (None until it has).
                     let mut before: Option<u64> = None;
+                    // This thread's CPU time when it saw counting start.
+                    let mut cpu_before = 0u64;
                     // The write counter right after this thread's previous hold.
                     let mut last: Option<u64> = None;
                     start.wait();
@@ -218,6 +226,7 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
                             STOPPED => break,
                             COUNTING if before.is_none() => {
                                 before = Some(ops);
+                                cpu_before = thread_cpu_ns();
                                 max_bypass = 0;
                             }
                             _ => {}
@@ -232,9 +241,11 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
                         last = Some(now);
                         ops += 1;
                     }
-                    // (holds while counting, all holds, largest bypass while counting)
+                    // (holds while counting, all holds, largest bypass while counting, CPU
+                    // time while counting)
                     let counted = ops - before.unwrap_or(ops);
-                    (counted, ops, if before.is_some() { max_bypass } else { 0 })
+                    let cpu = if before.is_some() { thread_cpu_ns() - cpu_before } else { 0 };
+                    (counted, ops, if before.is_some() { max_bypass } else { 0 }, cpu)
                 })
             })
             .collect();
@@ -247,9 +258,10 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
         std::thread::sleep(spec.duration);
         phase.0.store(STOPPED, Ordering::Relaxed);
         let elapsed_ns = t0.elapsed().as_nanos() as u64;
-        let results: Vec<(u64, u64, u64)> =
+        let results: Vec<(u64, u64, u64, u64)> =
             workers.into_iter().map(|w| w.join().expect("handoff worker panicked")).collect();
         let per_thread_ops: Vec<u64> = results.iter().map(|r| r.0).collect();
+        let per_thread_cpu_ns: Vec<u64> = results.iter().map(|r| r.3).collect();
         let all_ops: u64 = results.iter().map(|r| r.1).sum();
         let max_bypass = results.iter().map(|r| r.2).max().unwrap_or(0);
         let version = lock.0.lock(|d| d.version());
@@ -262,8 +274,18 @@ pub(crate) fn run_once<M: BenchMutex<Shared>>(spec: &HandoffSpec) -> HandoffRun 
             violations,
             max_bypass,
             line_round_trip_ns: None,
+            per_thread_cpu_ns,
         }
     })
+}
+
+/// The calling thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]
@@ -285,6 +307,13 @@ mod tests {
         assert_eq!(run.per_thread_ops.len(), 2);
         assert!(run.warmup_ops > 0, "no hold was left out of the counts");
         assert!(run.per_thread_ops.iter().sum::<u64>() > 0, "nothing counted in the window");
+        // A thread that counted holds ran on a CPU while counting, and no thread's CPU time
+        // there can pass the window's wall time by more than its last hold.
+        assert_eq!(run.per_thread_cpu_ns.len(), 2);
+        for (&holds, &cpu) in run.per_thread_ops.iter().zip(&run.per_thread_cpu_ns) {
+            assert!(holds == 0 || cpu > 0, "{holds} holds in {cpu} ns of CPU");
+            assert!(cpu <= run.elapsed_ns + 5_000_000, "{cpu} ns of CPU in {} ns", run.elapsed_ns);
+        }
         let cold =
             run_once::<senju_sync::Mutex<Shared>>(&HandoffSpec { warmup: Duration::ZERO, ..spec });
         assert_eq!((cold.violations, cold.warmup_ops), (0, 0));

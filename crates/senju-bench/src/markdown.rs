@@ -305,15 +305,29 @@ fn handoff_rounds(out: &mut String, h: &HandoffReport) {
     if rows.is_empty() {
         return;
     }
-    let _ =
-        writeln!(out, "Rounds of senju's rows: fairness (cross-CPU round trip before the run).\n");
+    let _ = writeln!(
+        out,
+        "Rounds of senju's rows: fairness of the holds (cross-CPU round trip before the run; \
+         `cpu`: min/max of the CPU time the threads got while counting, where measured).\n"
+    );
     for r in rows {
         let rounds: Vec<String> = r
             .runs
             .iter()
-            .map(|run| match run.line_round_trip_ns {
-                Some(ns) => format!("{:.2} ({ns:.0} ns)", fairness(&run.per_thread_ops)),
-                None => format!("{:.2}", fairness(&run.per_thread_ops)),
+            .map(|run| {
+                let mut notes = Vec::new();
+                if let Some(ns) = run.line_round_trip_ns {
+                    notes.push(format!("{ns:.0} ns"));
+                }
+                if !run.per_thread_cpu_ns.is_empty() {
+                    notes.push(format!("cpu {:.2}", fairness(&run.per_thread_cpu_ns)));
+                }
+                let holds = fairness(&run.per_thread_ops);
+                if notes.is_empty() {
+                    format!("{holds:.2}")
+                } else {
+                    format!("{holds:.2} ({})", notes.join(", "))
+                }
             })
             .collect();
         let _ = writeln!(out, "- {} T={}: {}", r.peer, r.threads, rounds.join(", "));
