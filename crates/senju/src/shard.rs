@@ -272,6 +272,9 @@ pub(crate) struct ShardState {
     /// A recycled chunk's header, written once its record is (see
     /// [`ShardWriter::write_due_header`]).
     header_due: Option<(u64, ChunkHeader)>,
+    /// A rebuild's copy is being written (see [`ShardWriter::compact`]): the chunks started
+    /// now are neither fresh nor solo, so none of them can be recycled before the commit.
+    copying: bool,
 }
 
 /// A chunk that holds one record and nothing else (its tail, the rest of its last page,
@@ -867,7 +870,7 @@ impl<'a> ShardWriter<'a> {
         self.st.chunk_end = off + chunk_len;
         let fresh = (!solo).then_some(RecordChunk { off, len: chunk_len, born });
         self.follow_fresh(fresh, seq, prev);
-        if solo {
+        if solo && !self.st.copying {
             self.st.solo.insert(off, Solo { seq, end: off + chunk_len, born });
             // Full while solo (see above).
             self.st.chunk_end = tail;
@@ -1055,10 +1058,13 @@ impl<'a> ShardWriter<'a> {
             return Ok(None);
         }
         // Every old chunk stays until the rebuild frees it: none may be recycled. Nor may
-        // the copies' chunks (the first one's header will carry the commit): chunks this
-        // shard follows are started after the copy (below).
+        // the copies' chunks: the first one's header will carry the commit, and a copy's
+        // chunk reused by a later write before it would be relabelled as older than the
+        // copies, which a replay would then let win. While `copying`, no chunk started is
+        // followed as fresh or solo; chunks this shard follows are started after the copy.
         self.st.solo.clear();
         self.st.fresh.clear();
+        self.st.copying = true;
         let old_chunks = std::mem::take(&mut self.st.chunks);
         let old_table = self.table();
         // Start a fresh chunk even if the current one has room: the copy must come entirely
@@ -1068,7 +1074,8 @@ impl<'a> ShardWriter<'a> {
         let mut new = None;
         let mut copied = 0;
         let copy = self.copy_live(old_table, &mut new, &mut copied);
-        self.st.fresh.clear();
+        self.st.copying = false;
+        debug_assert!(self.st.fresh.is_empty() && self.st.solo.is_empty());
         match copy {
             Ok(()) => {
                 let new = new.expect("a successful copy made its table");
@@ -1143,7 +1150,15 @@ impl<'a> ShardWriter<'a> {
 
     /// Commits a compaction: the first chunk of the copy says that older chunks are void.
     pub(crate) fn commit(&mut self, c: &Compacted) -> Result<()> {
-        let len = self.st.chunks.values().find(|r| r.off == c.first_chunk).map_or(0, |r| r.len);
+        // The copy's first chunk, still under the sequence number it was started with: no
+        // copy chunk is recycled before the commit (see `compact`).
+        let Some(first) = self.st.chunks.get(&(c.first_seq, c.first_chunk)) else {
+            return Err(StorageError::Corrupted {
+                offset: c.first_chunk,
+                what: "a rebuild's first copy chunk is gone before its commit",
+            });
+        };
+        let len = first.len;
         let h = ChunkHeader {
             kind: CHUNK_RECORDS,
             shard: self.st.id,

@@ -292,6 +292,10 @@ impl ShardWriter<'_> {
     /// then be recycled at once); `c` is the new chunk (sequence number `seq`) if it is for
     /// shared records, which this shard then follows.
     pub(super) fn follow_fresh(&mut self, c: Option<RecordChunk>, seq: u64, prev: (u64, u64)) {
+        if self.st.copying {
+            // A rebuild's copy: its chunks must stay until the commit (see `compact`).
+            return;
+        }
         let (prev_chunk, prev_cursor) = prev;
         if prev_chunk != 0
             && let Some(i) = self.st.fresh.iter().rposition(|f| f.off == prev_chunk)
